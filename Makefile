@@ -1,0 +1,55 @@
+# The README's two commands are `make run` and `make test`; the other targets are their parts.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+LISTEN_ADDR ?= 127.0.0.1
+LISTEN_PORT ?= 7263
+URL := http://$(LISTEN_ADDR):$(LISTEN_PORT)
+
+.PHONY: run test lint format prepare schema
+
+run: prepare
+	@echo
+	@echo "Serving on $(URL)  (Ctrl-C stops)"
+	@echo "  GraphQL API and GraphiQL  $(URL)/graphql"
+	@echo "  Health                    $(URL)/healthz"
+	@echo "  Django admin              $(URL)/admin/  (make a login: $(BIN)/python manage.py createsuperuser)"
+	@echo
+	$(BIN)/daphne --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
+
+test: $(VENV)/.dev-installed vendor/.fetched lint
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.dev-installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# Rewrite the committed schema.graphql after a deliberate change to the GraphQL types.
+schema: $(VENV)/.installed
+	$(BIN)/python manage.py graphql_schema
+
+# The embedded defaults: database tables under var/ (the secret key is made on first start).
+prepare: $(VENV)/.installed vendor/.fetched
+	$(BIN)/python manage.py migrate --noinput
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' \
+		|| { echo "Python 3.11 or newer is needed; point PYTHON= at it" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+vendor/.fetched: assets.json scripts/fetch_assets.py | $(BIN)/python
+	$(BIN)/python scripts/fetch_assets.py
+	touch $@

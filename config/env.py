@@ -1,0 +1,121 @@
+"""Typed readers for the environment variables that configure the project.
+
+Every setting has an embedded default so a fresh machine needs no configuration;
+a value that is present but malformed is a start-up error naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str, *, environ: Mapping[str, str] = os.environ) -> str:
+    return environ.get(name, default)
+
+
+def env_bool(name: str, default: bool, *, environ: Mapping[str, str] = os.environ) -> bool:
+    raw = environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), got {raw!r}")
+
+
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, environ: Mapping[str, str] = os.environ
+) -> int:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_list(
+    name: str, default: list[str], *, environ: Mapping[str, str] = os.environ
+) -> list[str]:
+    raw = environ.get(name)
+    if raw is None:
+        return list(default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def secret_key_load(*, environ: Mapping[str, str] = os.environ, path: Path) -> str:
+    """Return ``SECRET_KEY`` from the environment, else from ``path``.
+
+    In the embedded default the key is generated once and kept in ``path`` (owner-only
+    permissions), so sessions survive restarts and no secret ever sits in the repository.
+    """
+    from_env = environ.get("SECRET_KEY", "").strip()
+    if from_env:
+        return from_env
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    # O_EXCL: when two processes start at once, exactly one writes the key and both read it.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="utf-8").strip()
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(key + "\n")
+    return key
+
+
+def database_config(url: str, *, sqlite_path: Path) -> dict[str, Any]:
+    """Django ``DATABASES["default"]`` for ``DATABASE_URL``; SQLite at ``sqlite_path`` if empty."""
+    if not url.strip():
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(sqlite_path),
+            # Several async consumers and the sync thread pool share the file: wait, don't fail.
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL;",
+            },
+        }
+    if not url.startswith(("postgres://", "postgresql://")):
+        scheme = url.split(":", 1)[0]
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must be a postgres:// or postgresql:// URL, got scheme {scheme!r}"
+        )
+    return dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+
+
+def channel_layers_config(redis_url: str) -> dict[str, Any]:
+    """Channels ``CHANNEL_LAYERS``: Redis when ``REDIS_URL`` is set, else in-process memory."""
+    if not redis_url.strip():
+        return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    if not redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(
+            f"REDIS_URL must be a redis://, rediss:// or unix:// URL, got {redis_url!r}"
+        )
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [redis_url]},
+        }
+    }

@@ -1,0 +1,130 @@
+"""Django settings, read from environment variables with embedded defaults.
+
+With nothing set, the project runs self-contained: SQLite, media and a generated
+secret key under ``var/``, and the in-memory channel layer. ``DATABASE_URL`` and
+``REDIS_URL`` switch to PostgreSQL and Redis. ``.env.example`` lists every variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.env import (
+    channel_layers_config,
+    database_config,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    secret_key_load,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = secret_key_load(path=VAR_DIR / "secret_key")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    # First, so that `runserver` serves the ASGI application.
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "corsheaders",
+    "channels",
+    "graphene_django",
+    "segmentation",
+    "channels_admin",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "corsheaders.middleware.CorsMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": database_config(env_str("DATABASE_URL", ""), sqlite_path=VAR_DIR / "db.sqlite3")
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CHANNEL_LAYERS = channel_layers_config(env_str("REDIS_URL", ""))
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+# Front-end packages fetched from the npm registry by `scripts/fetch_assets.py`.
+VENDOR_DIR = BASE_DIR / "vendor"
+STATICFILES_DIRS = [("vendor", VENDOR_DIR)]
+# Serve /static/ from the ASGI application itself: right for one process on a laptop;
+# behind a reverse proxy set SERVE_STATIC=0 and let the proxy serve `collectstatic` output.
+SERVE_STATIC = env_bool("SERVE_STATIC", True)
+
+MEDIA_URL = "media/"
+MEDIA_ROOT = VAR_DIR / "media"
+
+# The SAM 2 demo frontend calls the API cross-origin with `credentials: include`.
+CORS_ALLOWED_ORIGINS = env_list("CORS_ALLOWED_ORIGINS", [])
+CORS_ALLOWED_ORIGIN_REGEXES = (
+    [] if CORS_ALLOWED_ORIGINS else [r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"]
+)
+CORS_ALLOW_CREDENTIALS = True
+
+GRAPHENE = {
+    "SCHEMA": "config.schema.schema",
+    # `manage.py graphql_schema` rewrites the committed SDL; a test fails when they drift.
+    "SCHEMA_OUTPUT": str(BASE_DIR / "schema.graphql"),
+}
+
+SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "classic")
+SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
+MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+}

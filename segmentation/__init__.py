@@ -1,0 +1,1 @@
+"""Interactive video segmentation: the SAM 2 demo GraphQL API over pluggable engines."""

@@ -1,0 +1,33 @@
+"""Typed failures of the segmentation service, each with the stable code clients see.
+
+Services raise these; the GraphQL layer maps them to errors carrying ``extensions.code``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.StrEnum):
+    SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
+    VIDEO_NOT_FOUND = "VIDEO_NOT_FOUND"
+    BAD_USER_INPUT = "BAD_USER_INPUT"
+    UPLOAD_TOO_LARGE = "UPLOAD_TOO_LARGE"
+    UNSUPPORTED_MEDIA = "UNSUPPORTED_MEDIA"
+    TOO_MANY_SESSIONS = "TOO_MANY_SESSIONS"
+
+
+class SegmentationError(Exception):
+    code: ErrorCode
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SessionNotFound(SegmentationError):
+    code = ErrorCode.SESSION_NOT_FOUND
+
+
+class TooManySessions(SegmentationError):
+    code = ErrorCode.TOO_MANY_SESSIONS

@@ -1,0 +1,19 @@
+"""The segmentation app's part of the root GraphQL schema."""
+
+from __future__ import annotations
+
+import graphene
+
+from segmentation.graphql.ping import PingInput, Pong, resolve_ping
+
+
+class Queries(graphene.ObjectType):
+    """Read operations of the segmentation service."""
+
+    ping = graphene.Field(
+        Pong,
+        required=True,
+        input=PingInput(required=True, description="The session to ping."),
+        description="Renew a session's idle timeout and report whether it is still alive.",
+        resolver=resolve_ping,
+    )

@@ -1,0 +1,107 @@
+"""Live segmentation sessions, held in the memory of the process that runs inference.
+
+A session wraps one engine state for one video. Each has its own lock, so sessions never
+wait on each other's inference, and a cancel flag that is set without taking that lock.
+Sessions expire after an idle timeout, renewed by every operation, and their number is capped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+
+from segmentation.errors import SessionNotFound, TooManySessions
+
+
+@dataclass(eq=False)
+class Session:
+    id: str
+    state: Any
+    last_used: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class SessionRegistry:
+    """Thread-safe map of session ID to :class:`Session` with idle expiry and a cap."""
+
+    def __init__(
+        self,
+        *,
+        idle_timeout: float,
+        max_sessions: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._idle_timeout = idle_timeout
+        self._max_sessions = max_sessions
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._guard:
+            self._expire_locked()
+            return len(self._sessions)
+
+    def open(self, *, state: Any) -> Session:
+        with self._guard:
+            self._expire_locked()
+            if len(self._sessions) >= self._max_sessions:
+                raise TooManySessions(
+                    f"the server holds its maximum of {self._max_sessions} sessions; "
+                    "close one or try again later"
+                )
+            session = Session(id=str(uuid.uuid4()), state=state, last_used=self._clock())
+            self._sessions[session.id] = session
+            return session
+
+    def get(self, session_id: str) -> Session:
+        """The live session with that ID, its idle timer renewed; else :class:`SessionNotFound`."""
+        with self._guard:
+            self._expire_locked()
+            session = self._sessions.get(session_id)
+            if session is None:
+                raise SessionNotFound(f"no session with id {session_id!r}")
+            session.last_used = self._clock()
+            return session
+
+    def touch(self, session_id: str) -> bool:
+        try:
+            self.get(session_id)
+        except SessionNotFound:
+            return False
+        return True
+
+    def close(self, session_id: str) -> bool:
+        with self._guard:
+            session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        # A propagation still running on this session stops at its next frame.
+        session.cancel.set()
+        return True
+
+    def _expire_locked(self) -> None:
+        deadline = self._clock() - self._idle_timeout
+        for session_id in [s.id for s in self._sessions.values() if s.last_used < deadline]:
+            self._sessions.pop(session_id).cancel.set()
+
+
+@cache
+def session_registry() -> SessionRegistry:
+    """The process-wide registry, configured from settings on first use."""
+    return SessionRegistry(
+        idle_timeout=settings.SESSION_IDLE_TIMEOUT_SEC, max_sessions=settings.MAX_SESSIONS
+    )
+
+
+def session_ping(*, session_id: str) -> bool:
+    """Keep a session alive; ``True`` while it lives, ``False`` once closed or expired."""
+    return session_registry().touch(session_id)

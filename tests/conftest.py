@@ -1,0 +1,93 @@
+"""Fixtures shared by the whole suite."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+DAPHNE = [sys.executable, "-m", "daphne"]
+STARTUP_TIMEOUT_SEC = 30
+LISTENING = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
+
+
+def project_env(var_dir: Path, **overrides: str) -> dict[str, str]:
+    """Environment for a subprocess of the project: embedded defaults under ``var_dir``."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update({"VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "config.settings"})
+    env.update(overrides)
+    return env
+
+
+def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@contextlib.contextmanager
+def running_server(var_dir: Path, **env_overrides: str) -> Iterator[str]:
+    """Migrate, then run the real ASGI server (daphne) on a free loopback port, as `make run`
+    does; yields its base URL and stops it on exit."""
+    env = project_env(var_dir, **env_overrides)
+    migrated = manage("migrate", "--noinput", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    log_path = var_dir / "daphne.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [*DAPHNE, "--bind", "127.0.0.1", "--port", "0", "config.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield _wait_listening(process, log_path)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def asgi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real server for the session, with its own SQLite database under a temporary VAR_DIR."""
+    with running_server(tmp_path_factory.mktemp("server-var")) as base_url:
+        yield base_url
+
+
+def _wait_listening(process: subprocess.Popen, log_path: Path) -> str:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_SEC
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"daphne exited with {process.returncode}:\n{log_path.read_text()}")
+        match = LISTENING.search(log_path.read_text())
+        if match:
+            base_url = f"http://127.0.0.1:{match.group(1)}"
+            # Listening is not yet serving: wait for the first answer.
+            try:
+                requests.get(f"{base_url}/healthz", timeout=2)
+            except requests.ConnectionError:
+                pass
+            else:
+                return base_url
+        time.sleep(0.1)
+    pytest.fail(f"daphne did not start within {STARTUP_TIMEOUT_SEC}s:\n{log_path.read_text()}")
