@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 LISTEN_ADDR ?= 127.0.0.1
 LISTEN_PORT ?= 7263
+export LISTEN_ADDR LISTEN_PORT
 URL := http://$(LISTEN_ADDR):$(LISTEN_PORT)
 
 .PHONY: run test lint format prepare schema

@@ -11,12 +11,24 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Build the Django application (and so load the app registry) before anything imports models.
 django_application = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+from channels_admin import routing as channels_admin_routing  # noqa: E402
+from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E402
 
 http_application = (
     ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application
 )
 
-application = ProtocolTypeRouter({"http": http_application})
+playlist_ensure_loaded()
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter(
+            [*channels_admin_routing.http_urlpatterns, re_path(r"", http_application)]
+        ),
+    }
+)

@@ -110,6 +110,8 @@ CORS_ALLOWED_ORIGIN_REGEXES = (
     [] if CORS_ALLOWED_ORIGINS else [r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"]
 )
 CORS_ALLOW_CREDENTIALS = True
+# The channel admin API is never for other origins.
+CORS_URLS_REGEX = r"^(?!/api/admin/).*$"
 
 GRAPHENE = {
     "SCHEMA": "config.schema.schema",
@@ -120,6 +122,23 @@ GRAPHENE = {
 SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "classic")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
+
+# The IPTV channel admin.
+LISTEN_PORT = env_int("LISTEN_PORT", 7263, minimum=1)
+# How this server reaches itself: the built-in demo channels of the default playlist live here.
+SERVER_URL = env_str("SERVER_URL", f"http://127.0.0.1:{LISTEN_PORT}").rstrip("/")
+# Unset (and no URL): the default playlist of demo channels, written once to this file.
+CHANNELS_DEFAULT_PLAYLIST_PATH = VAR_DIR / "playlist.m3u"
+CHANNELS_PLAYLIST_PATH = env_str("CHANNELS_PLAYLIST_PATH", "")
+CHANNELS_PLAYLIST_URL = env_str("CHANNELS_PLAYLIST_URL", "")
+CHANNELS_PLAYLIST_MAX_BYTES = env_int("CHANNELS_PLAYLIST_MAX_MB", 50, minimum=1) * 1024 * 1024
+CHANNELS_PLAYLIST_TIMEOUT_SEC = env_int("CHANNELS_PLAYLIST_TIMEOUT_SEC", 30, minimum=1)
+CHANNELS_ADMIN_TOKEN = env_str("CHANNELS_ADMIN_TOKEN", "")
+CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC = env_int(
+    "CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC", 5, minimum=1
+)
+CHANNELS_UPSTREAM_READ_TIMEOUT_SEC = env_int("CHANNELS_UPSTREAM_READ_TIMEOUT_SEC", 10, minimum=1)
+CHANNELS_VIEWER_BUFFER_BYTES = env_int("CHANNELS_VIEWER_BUFFER_KB", 2048, minimum=64) * 1024
 
 LOGGING = {
     "version": 1,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from graphene_django.views import GraphQLView
 
@@ -14,4 +14,5 @@ urlpatterns = [
     # Cross-origin API clients (the SAM 2 demo frontend) send no CSRF token.
     path("graphql", csrf_exempt(GraphQLView.as_view(graphiql=True)), name="graphql"),
     path("admin/", admin.site.urls),
+    path("", include("channels_admin.urls")),
 ]

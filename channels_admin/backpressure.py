@@ -1,0 +1,68 @@
+"""Learn when a viewer's socket is full, so a slow viewer's data piles up where we bound it.
+
+ASGI servers differ here: uvicorn's ``send`` waits while the client's socket is full, but
+daphne's returns at once and Twisted buffers without limit. On daphne we register a Twisted push
+producer on the request, which Twisted pauses when the socket's buffer fills and resumes when it
+drains; the stream consumer waits on :attr:`WriteGate.open` before each write.
+
+The kernel's own send buffer grows by autotuning to megabytes (seconds of video) for a viewer
+that reads nothing, so the gate also fixes it at :data:`SOCKET_SEND_BUFFER`: enough for a
+fast viewer (256 KiB per 100 ms of round trip carries 20 Mbit/s), small enough to keep a slow
+one near the live edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from typing import Any
+
+from twisted.internet.interfaces import IPushProducer
+from zope.interface import implementer
+
+SOCKET_SEND_BUFFER = 256 * 1024
+
+
+@implementer(IPushProducer)
+class WriteGate:
+    def __init__(self, send: Any) -> None:
+        self.open = asyncio.Event()
+        self.open.set()
+        self._request = _daphne_request(send)
+        if self._request is not None:
+            self._request.registerProducer(self, True)
+            _send_buffer_limit(self._request)
+
+    def release(self) -> None:
+        """Detach from the request; call before the last write of the response."""
+        request, self._request = self._request, None
+        if request is not None and getattr(request, "producer", None) is self:
+            with contextlib.suppress(Exception):
+                request.unregisterProducer()
+        self.open.set()
+
+    # IPushProducer, called by Twisted on the event loop's thread.
+    def pauseProducing(self) -> None:
+        self.open.clear()
+
+    def resumeProducing(self) -> None:
+        self.open.set()
+
+    def stopProducing(self) -> None:
+        self.open.set()
+
+
+def _daphne_request(send: Any) -> Any:
+    """daphne's ``send`` is ``partial(server.handle_reply, request)``: return that request."""
+    args = getattr(send, "args", ())
+    request = args[0] if args else None
+    return request if hasattr(request, "registerProducer") else None
+
+
+def _send_buffer_limit(request: Any) -> None:
+    handle = getattr(getattr(request, "transport", None), "getHandle", None)
+    if handle is None:
+        return
+    with contextlib.suppress(OSError):
+        handle().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SEND_BUFFER)

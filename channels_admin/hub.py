@@ -1,0 +1,241 @@
+"""The fan-out hub: ONE upstream HTTP connection, its MPEG-TS bytes relayed to every viewer.
+
+The hub knows nothing about views or the database: bytes come in from the upstream, whole
+188-byte packets go out to subscriptions, and status changes are reported to a callback.
+
+- At most one upstream connection exists at any time. A switch cancels the reader and waits for
+  its connection to close before the next one opens, so the provider never sees two.
+- Every subscription has a bounded buffer. A viewer that cannot keep up loses its OLDEST data
+  (whole chunks of whole packets), so it stays on the live edge and never slows the upstream read
+  or the other viewers.
+- When the upstream fails, stalls (read timeout) or ends, the hub reports it and reconnects with
+  capped exponential backoff; viewers stay connected and resume when bytes flow again.
+- A switch ends every open subscription: players must rebuild for the new stream, whose codecs
+  and timestamps differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+TS_PACKET = 188
+TS_SYNC = 0x47
+# An upstream that sends this much without two packets in sync is not sending MPEG-TS.
+SYNC_GIVE_UP_BYTES = 1024 * 1024
+
+
+class HubEvent(enum.Enum):
+    FLOWING = "flowing"  # the first bytes after a switch or an outage arrived
+    DOWN = "down"  # the upstream failed, stalled or ended; reconnecting
+
+
+@dataclass(frozen=True)
+class Upstream:
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class UpstreamError(Exception):
+    pass
+
+
+class PacketAligner:
+    """Cuts a byte stream into runs of whole TS packets, finding (and re-finding) the sync."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._synced = False
+        self.skipped = 0  # bytes thrown away while looking for the sync
+
+    def feed(self, data: bytes) -> bytes:
+        buffer = self._pending + data if self._pending else data
+        if not self._synced or not self._in_sync(buffer):
+            start = self._find_sync(buffer)
+            if start is None:
+                keep = buffer[-(2 * TS_PACKET) :]
+                self.skipped += len(buffer) - len(keep)
+                self._pending = keep
+                return b""
+            self.skipped += start
+            buffer = buffer[start:]
+            self._synced = True
+        whole = len(buffer) - len(buffer) % TS_PACKET
+        self._pending = buffer[whole:]
+        return buffer[:whole]
+
+    @staticmethod
+    def _in_sync(buffer: bytes) -> bool:
+        syncs = buffer[: len(buffer) - len(buffer) % TS_PACKET : TS_PACKET]
+        return syncs.count(TS_SYNC) == len(syncs)
+
+    @staticmethod
+    def _find_sync(buffer: bytes) -> int | None:
+        """First offset where three consecutive packets start with the sync byte."""
+        position = buffer.find(TS_SYNC)
+        while position != -1 and position + 2 * TS_PACKET < len(buffer):
+            if buffer[position + TS_PACKET] == TS_SYNC == buffer[position + 2 * TS_PACKET]:
+                return position
+            position = buffer.find(TS_SYNC, position + 1)
+        return None
+
+
+class Subscription:
+    """One viewer's bounded buffer; when it overflows the oldest chunks are dropped."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self._limit = limit_bytes
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._wakeup = asyncio.Event()
+        self.ended = False
+        self.dropped_bytes = 0
+
+    def push(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        while self._size > self._limit and len(self._chunks) > 1:
+            dropped = self._chunks.popleft()
+            self._size -= len(dropped)
+            self.dropped_bytes += len(dropped)
+        self._wakeup.set()
+
+    def end(self) -> None:
+        self.ended = True
+        self._wakeup.set()
+
+    async def next_data(self) -> bytes | None:
+        """Everything buffered since the last call (waiting for some), or None once ended."""
+        while not self._chunks:
+            if self.ended:
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        data = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
+        self._chunks.clear()
+        self._size = 0
+        return data
+
+
+EventCallback = Callable[[HubEvent, Upstream, str], Awaitable[None]]
+
+
+class Hub:
+    """Holds the upstream reader task and the set of subscriptions."""
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        viewer_buffer_bytes: int,
+        on_event: EventCallback | None = None,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 10.0,
+        read_size: int = 64 * 1024,
+    ) -> None:
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._viewer_buffer_bytes = viewer_buffer_bytes
+        self._on_event = on_event
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._read_size = read_size
+        self._subscriptions: set[Subscription] = set()
+        self._upstream: Upstream | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._switch_lock = asyncio.Lock()
+
+    @property
+    def upstream(self) -> Upstream | None:
+        return self._upstream
+
+    @property
+    def viewers(self) -> int:
+        return len(self._subscriptions)
+
+    def subscribe(self) -> Subscription:
+        subscription = Subscription(self._viewer_buffer_bytes)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscriptions.discard(subscription)
+
+    async def switch(self, upstream: Upstream | None) -> None:
+        """Point the hub at ``upstream`` (None: stop). Returns once the old connection is closed
+        and the new reader started; open subscriptions are ended."""
+        async with self._switch_lock:
+            await self._stop_reader()
+            for subscription in self._subscriptions:
+                subscription.end()
+            self._subscriptions.clear()
+            self._upstream = upstream
+            if upstream is not None:
+                self._task = asyncio.create_task(self._read_forever(upstream))
+
+    async def close(self) -> None:
+        await self.switch(None)
+
+    async def _stop_reader(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _read_forever(self, upstream: Upstream) -> None:
+        backoff = self._backoff_initial
+        while True:
+            flowed = False
+            try:
+                async for data in self._read_once(upstream):
+                    if not flowed:
+                        flowed = True
+                        backoff = self._backoff_initial
+                        await self._emit(HubEvent.FLOWING, upstream, "")
+                    for subscription in self._subscriptions:
+                        subscription.push(data)
+                reason = "the upstream ended the stream"
+            except httpx.TimeoutException:
+                reason = "the upstream stalled (timeout)"
+            except (httpx.HTTPError, UpstreamError) as error:
+                reason = str(error) or type(error).__name__
+            logger.warning("upstream %s: %s; retrying in %.1fs", upstream.url, reason, backoff)
+            await self._emit(HubEvent.DOWN, upstream, reason)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._backoff_max)
+
+    async def _read_once(self, upstream: Upstream):  # -> AsyncIterator[bytes]
+        # A client per connection, closed on exit (also on cancel): no pooled connection lingers.
+        async with (
+            httpx.AsyncClient(timeout=self._timeout, follow_redirects=True) as client,
+            client.stream("GET", upstream.url, headers=dict(upstream.headers)) as response,
+        ):
+            if response.status_code != 200:
+                raise UpstreamError(f"the upstream answered HTTP {response.status_code}")
+            aligner = PacketAligner()
+            async for raw in response.aiter_raw(self._read_size):
+                data = aligner.feed(raw)
+                if data:
+                    aligner.skipped = 0
+                    yield data
+                elif aligner.skipped > SYNC_GIVE_UP_BYTES:
+                    raise UpstreamError("the upstream is not sending MPEG-TS")
+
+    async def _emit(self, event: HubEvent, upstream: Upstream, detail: str) -> None:
+        if self._on_event is None:
+            return
+        try:
+            await self._on_event(event, upstream, detail)
+        except Exception:
+            logger.exception("hub event handler failed for %s", event)

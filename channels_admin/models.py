@@ -1,0 +1,116 @@
+"""The playlist, its channels, and the state of the shared stream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+
+
+class Playlist(models.Model):
+    """The M3U playlist the channels come from.
+
+    One playlist is served (the ``default`` row). Its source is the settings
+    ``CHANNELS_PLAYLIST_PATH`` / ``CHANNELS_PLAYLIST_URL`` unless overridden here in the admin.
+    """
+
+    DEFAULT_NAME = "default"
+
+    name = models.CharField(max_length=100, unique=True, default=DEFAULT_NAME)
+    source_path = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text="M3U file on the server. Blank: the CHANNELS_PLAYLIST_PATH setting.",
+    )
+    source_url = models.URLField(
+        max_length=2000,
+        blank=True,
+        help_text="Download the playlist from here into the file first. Blank: the "
+        "CHANNELS_PLAYLIST_URL setting (if any).",
+    )
+    version = models.PositiveIntegerField(default=0, editable=False)
+    epg_urls = models.JSONField(default=list, blank=True, editable=False)
+    loaded_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+    last_error_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def effective_path(self) -> Path:
+        configured = self.source_path or settings.CHANNELS_PLAYLIST_PATH
+        return Path(configured) if configured else settings.CHANNELS_DEFAULT_PLAYLIST_PATH
+
+    @property
+    def effective_url(self) -> str:
+        return self.source_url or settings.CHANNELS_PLAYLIST_URL
+
+
+class Channel(models.Model):
+    """One entry of the playlist, in playlist order (``position``)."""
+
+    playlist = models.ForeignKey(Playlist, on_delete=models.CASCADE, related_name="channels")
+    position = models.PositiveIntegerField()
+    channel_id = models.CharField(max_length=300)
+    name = models.CharField(max_length=500)
+    stream_url = models.CharField(max_length=4000)
+    group = models.CharField(max_length=300, blank=True)
+    logo = models.CharField(max_length=2000, blank=True)
+    tvg_id = models.CharField(max_length=300, blank=True)
+    chno = models.CharField(max_length=50, blank=True)
+    user_agent = models.CharField(max_length=1000, blank=True)
+    referrer = models.CharField(max_length=2000, blank=True)
+    attrs = models.JSONField(default=dict, blank=True)
+    # Unicode-casefolded copies for the case-insensitive search and group filter.
+    search_name = models.CharField(max_length=500, editable=False)
+    search_id = models.CharField(max_length=300, editable=False)
+    search_group = models.CharField(max_length=300, blank=True, editable=False, db_index=True)
+
+    class Meta:
+        ordering = ["playlist", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["playlist", "channel_id"], name="unique_channel_id"),
+            models.UniqueConstraint(fields=["playlist", "position"], name="unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def upstream_headers(self) -> dict[str, str]:
+        """HTTP headers the provider expects, from the entry's #EXTVLCOPT lines."""
+        headers = {}
+        if self.user_agent:
+            headers["User-Agent"] = self.user_agent
+        if self.referrer:
+            headers["Referer"] = self.referrer
+        return headers
+
+
+class StreamState(models.Model):
+    """The one active channel and how its stream is doing (a single row, pk 1).
+
+    Kept in the database so every server process answers the admin API alike and a restart
+    resumes the channel.
+    """
+
+    SINGLETON_PK = 1
+
+    channel_id = models.CharField(max_length=300, blank=True)
+    channel_name = models.CharField(max_length=500, blank=True)
+    current_stream_url = models.CharField(max_length=4000, blank=True)
+    upstream_headers = models.JSONField(default=dict, blank=True)
+    live = models.BooleanField(default=False)
+    transitioning = models.BooleanField(default=False)
+    upstream_down = models.BooleanField(default=False)
+    switch_started_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "stream state"
+        verbose_name_plural = "stream state"
+
+    def __str__(self) -> str:
+        return self.channel_name or "no channel"

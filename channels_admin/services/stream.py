@@ -1,0 +1,105 @@
+"""The active channel: selecting it, pointing the process's hub at it, and recording its status.
+
+The status lives in the database (:class:`StreamState`), written when the admin selects a channel
+and when the hub reports that bytes flow or that the upstream is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from channels_admin.errors import ChannelNotFound
+from channels_admin.hub import Hub, HubEvent, Upstream
+from channels_admin.models import Channel, Playlist, StreamState
+
+logger = logging.getLogger(__name__)
+
+_hub: Hub | None = None
+_hub_ready: asyncio.Lock | None = None
+
+
+async def stream_hub() -> Hub:
+    """This process's hub; the first call resumes the channel that was live before a restart."""
+    global _hub, _hub_ready
+    if _hub_ready is None:
+        _hub_ready = asyncio.Lock()
+    async with _hub_ready:
+        if _hub is None:
+            hub = Hub(
+                connect_timeout=settings.CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC,
+                read_timeout=settings.CHANNELS_UPSTREAM_READ_TIMEOUT_SEC,
+                viewer_buffer_bytes=settings.CHANNELS_VIEWER_BUFFER_BYTES,
+                on_event=_hub_event_record,
+            )
+            state = await database_sync_to_async(_state_get)()
+            if state.live and state.current_stream_url:
+                await hub.switch(Upstream(state.current_stream_url, state.upstream_headers))
+            _hub = hub
+    return _hub
+
+
+async def stream_hub_shutdown() -> None:
+    """Close this process's upstream connection and end its viewers (server shutdown, tests)."""
+    global _hub
+    hub, _hub = _hub, None
+    if hub is not None:
+        await hub.close()
+
+
+async def channel_switch(*, channel_id: str) -> Channel:
+    """Make ``channel_id`` the active channel and point the hub at its stream."""
+    channel = await database_sync_to_async(channel_select)(channel_id=channel_id)
+    hub = await stream_hub()
+    await hub.switch(Upstream(channel.stream_url, channel.upstream_headers))
+    return channel
+
+
+@transaction.atomic
+def channel_select(*, channel_id: str) -> Channel:
+    """Record ``channel_id`` as the active channel, switching; raise ChannelNotFound."""
+    channel = Channel.objects.filter(
+        playlist__name=Playlist.DEFAULT_NAME, channel_id=channel_id
+    ).first()
+    if channel is None:
+        raise ChannelNotFound(channel_id)
+    StreamState.objects.update_or_create(
+        pk=StreamState.SINGLETON_PK,
+        defaults={
+            "channel_id": channel.channel_id,
+            "channel_name": channel.name,
+            "current_stream_url": channel.stream_url,
+            "upstream_headers": channel.upstream_headers,
+            "live": True,
+            "transitioning": True,
+            "upstream_down": False,
+            "switch_started_at": timezone.now(),
+        },
+    )
+    return channel
+
+
+def _state_get() -> StreamState:
+    return StreamState.objects.filter(pk=StreamState.SINGLETON_PK).first() or StreamState()
+
+
+def stream_state_record(*, event: HubEvent, stream_url: str) -> None:
+    """Record what the hub saw; ignored when the channel changed meanwhile."""
+    if event is HubEvent.FLOWING:
+        fields = {"transitioning": False, "upstream_down": False}
+    else:
+        fields = {"upstream_down": True}
+    StreamState.objects.filter(pk=StreamState.SINGLETON_PK, current_stream_url=stream_url).update(
+        **fields, updated_at=timezone.now()
+    )
+
+
+async def _hub_event_record(event: HubEvent, upstream: Upstream, detail: str) -> None:
+    if event is HubEvent.DOWN:
+        logger.warning("stream down: %s", detail)
+    await database_sync_to_async(stream_state_record)(event=event, stream_url=upstream.url)

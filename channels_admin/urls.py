@@ -1,0 +1,18 @@
+"""URLs of the channel admin's JSON API."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from channels_admin import views
+
+app_name = "channels_admin"
+
+urlpatterns = [
+    path("api/config", views.config_view, name="config"),
+    path("api/admin/channels", views.channels_view, name="channels"),
+    path("api/admin/groups", views.groups_view, name="groups"),
+    path("api/admin/channel", views.channel_select_view, name="channel-select"),
+    path("api/admin/playlist/reload", views.playlist_reload_view, name="playlist-reload"),
+    path("api/admin/status", views.status_view, name="status"),
+]

@@ -1,0 +1,97 @@
+"""The admin JSON API. Views parse, call one service or selector, and shape the answer."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from channels_admin import selectors
+from channels_admin.access import admin_access_check
+from channels_admin.errors import ChannelNotFound, PlaylistReloadError
+from channels_admin.services.playlists import playlist_reload
+from channels_admin.services.stream import channel_switch
+
+
+def text_response(status: int, text: str) -> HttpResponse:
+    """Every error body of the API is plain text, made here so the texts never drift."""
+    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+
+
+def json_response(data: Any) -> JsonResponse:
+    return JsonResponse(data, safe=False, json_dumps_params={"ensure_ascii": False})
+
+
+def endpoint(method: str, *, admin: bool = True) -> Callable:
+    """Accept only ``method`` (405 otherwise) and, for admin endpoints, only administrators."""
+
+    def decorate(view: Callable) -> Callable:
+        @csrf_exempt  # checked in admin_access_check, for cookie-authenticated requests only
+        @functools.wraps(view)
+        async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method != method:
+                response = text_response(405, "method not allowed")
+                response["Allow"] = method
+                return response
+            if admin:
+                denied = await sync_to_async(admin_access_check)(request)
+                if denied is not None:
+                    return text_response(denied.status, denied.text)
+            return await view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+@endpoint("GET", admin=False)
+async def config_view(request: HttpRequest) -> HttpResponse:
+    return json_response({"player": "mpegts"})
+
+
+@endpoint("GET")
+async def channels_view(request: HttpRequest) -> HttpResponse:
+    channels = await sync_to_async(selectors.channels_search)(
+        search=request.GET.get("search", ""), group=request.GET.get("group", "")
+    )
+    return json_response(channels)
+
+
+@endpoint("GET")
+async def groups_view(request: HttpRequest) -> HttpResponse:
+    return json_response(await sync_to_async(selectors.groups_list)())
+
+
+@endpoint("GET")
+async def status_view(request: HttpRequest) -> HttpResponse:
+    return json_response(await sync_to_async(selectors.stream_status)())
+
+
+@endpoint("POST")
+async def channel_select_view(request: HttpRequest) -> HttpResponse:
+    try:
+        body = json.loads(request.body)
+        channel_id = body["channel_id"]
+    except (ValueError, TypeError, KeyError):
+        return text_response(400, "invalid json")
+    if not isinstance(channel_id, str):
+        return text_response(400, "invalid json")
+    try:
+        channel = await channel_switch(channel_id=channel_id)
+    except ChannelNotFound:
+        return text_response(404, "channel not found")
+    return json_response({"status": "ok", "channel": channel.name})
+
+
+@endpoint("POST")
+async def playlist_reload_view(request: HttpRequest) -> HttpResponse:
+    try:
+        result = await sync_to_async(playlist_reload)()
+    except PlaylistReloadError as error:
+        return text_response(500, f"failed to reload playlist: {error}")
+    return json_response({"status": "ok", "channels": result.channels})

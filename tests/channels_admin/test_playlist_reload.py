@@ -1,0 +1,260 @@
+"""Reloading the playlist from a file or URL; a failure changes nothing."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from channels_admin.errors import PlaylistReloadError
+from channels_admin.models import Channel, Playlist, StreamState
+from channels_admin.services.playlists import (
+    default_playlist_text,
+    playlist_ensure_loaded,
+    playlist_reload,
+)
+from tests.channels_admin.conftest import m3u
+from tests.conftest import manage, project_env
+
+pytestmark = pytest.mark.django_db
+
+THREE = m3u(
+    ("a.de", "Alpha", "http://tv.example/a.ts"),
+    ("b.de", "Beta", "http://tv.example/b.ts"),
+    ("a.de", "Alpha HD", "http://tv.example/a-hd.ts"),
+)
+
+
+def listing() -> list[tuple[str, str, str]]:
+    return list(Channel.objects.order_by("position").values_list("channel_id", "name", "group"))
+
+
+@pytest.fixture
+def served():
+    """A loopback HTTP server answering GET with whatever the test puts in ``served``."""
+    responses: dict[str, tuple[int, bytes]] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = responses.get(self.path, (404, b"not found"))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    responses["base"] = (0, f"http://127.0.0.1:{server.server_port}".encode())
+    yield responses
+    server.shutdown()
+    server.server_close()
+
+
+def url_of(served: dict, path: str) -> str:
+    return served["base"][1].decode() + path
+
+
+def test_reload_from_file_replaces_the_list_and_bumps_the_version(playlist_file):
+    playlist_file(THREE)
+
+    first = playlist_reload()
+    playlist_file(m3u(("c.de", "Gamma", "http://tv.example/c.ts")))
+    second = playlist_reload()
+
+    assert (first.channels, first.version) == (3, 1)
+    assert (second.channels, second.version) == (1, 2)
+    assert listing() == [("c.de", "Gamma", "News")]
+
+
+def test_duplicate_tvg_ids_get_stable_derived_ids(playlist_file):
+    playlist_file(THREE)
+
+    playlist_reload()
+    first = listing()
+    playlist_reload()
+
+    assert listing() == first
+    assert [row[0] for row in first][:2] == ["a.de", "b.de"]
+    assert first[2][0].startswith("a.de~")
+    assert len({row[0] for row in first}) == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "detail"),
+    [
+        (b"", "empty"),
+        (b"<!DOCTYPE html><html><head><title>Login</title></head></html>", "HTML"),
+        (bytes(range(256)) * 4, "binary"),
+        (b"#EXTM3U\n# nothing here\n", "no channel"),
+    ],
+)
+def test_a_file_that_is_not_a_playlist_changes_nothing(playlist_file, content, detail):
+    playlist_file(THREE)
+    playlist_reload()
+    before = listing()
+    playlist_file.path.write_bytes(content)
+
+    with pytest.raises(PlaylistReloadError) as error:
+        playlist_reload()
+
+    assert detail.casefold() in str(error.value).casefold()
+    assert listing() == before
+    playlist = Playlist.objects.get()
+    assert playlist.version == 1
+    assert playlist.last_error == str(error.value)
+
+
+def test_missing_configured_file_is_a_clear_error(playlist_file):
+    with pytest.raises(PlaylistReloadError) as error:
+        playlist_reload()
+
+    assert str(error.value) == f"cannot read {playlist_file.path}: No such file or directory"
+    assert Channel.objects.count() == 0
+
+
+def test_reload_from_url_downloads_into_the_file_atomically(playlist_file, settings, served):
+    served["/list.m3u"] = (200, THREE.encode())
+    settings.CHANNELS_PLAYLIST_URL = url_of(served, "/list.m3u")
+
+    result = playlist_reload()
+
+    assert result.channels == 3
+    assert playlist_file.path.read_text(encoding="utf-8") == THREE
+    assert [p.name for p in playlist_file.path.parent.iterdir()] == ["playlist.m3u"]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "detail"),
+    [
+        (404, b"gone", "answered HTTP 404"),
+        (200, b"<html><body>captive portal</body></html>", "HTML"),
+        (200, b"#EXTM3U\n" + b"#EXTINF:-1,x\nhttp://x/y\n" * 5000, "larger than 1024 bytes"),
+    ],
+)
+def test_failed_download_changes_nothing(playlist_file, settings, served, status, body, detail):
+    playlist_file(THREE)
+    playlist_reload()
+    served["/list.m3u"] = (status, body)
+    settings.CHANNELS_PLAYLIST_URL = url_of(served, "/list.m3u")
+    settings.CHANNELS_PLAYLIST_MAX_BYTES = 1024
+
+    with pytest.raises(PlaylistReloadError) as error:
+        playlist_reload()
+
+    assert detail in str(error.value)
+    assert playlist_file.path.read_text(encoding="utf-8") == THREE
+    assert Playlist.objects.get().version == 1
+    assert len(listing()) == 3
+    assert [p.name for p in playlist_file.path.parent.iterdir()] == ["playlist.m3u"]
+
+
+def test_unreachable_url_changes_nothing(playlist_file, settings):
+    playlist_file(THREE)
+    playlist_reload()
+    settings.CHANNELS_PLAYLIST_URL = "http://127.0.0.1:9/list.m3u"
+
+    with pytest.raises(PlaylistReloadError) as error:
+        playlist_reload()
+
+    assert str(error.value).startswith("download of http://127.0.0.1:9/list.m3u failed: ")
+    assert Playlist.objects.get().version == 1
+
+
+def test_reload_renames_the_current_channel_by_its_stream_url(playlist_file):
+    playlist_file(THREE)
+    playlist_reload()
+    StreamState.objects.create(
+        pk=StreamState.SINGLETON_PK,
+        channel_id="b.de",
+        channel_name="Beta",
+        current_stream_url="http://tv.example/b.ts",
+        live=True,
+    )
+    playlist_file(
+        m3u(
+            ("x", "Beta (renamed)", "http://tv.example/b.ts"),
+            ("y", "Beta again", "http://tv.example/b.ts"),
+        )
+    )
+
+    playlist_reload()
+
+    state = StreamState.objects.get()
+    assert (state.channel_name, state.channel_id) == ("Beta (renamed)", "x")
+
+
+def test_reload_keeps_the_name_when_the_stream_is_gone(playlist_file):
+    playlist_file(THREE)
+    playlist_reload()
+    StreamState.objects.create(
+        pk=StreamState.SINGLETON_PK, channel_name="Beta", current_stream_url="http://gone/b.ts"
+    )
+
+    playlist_reload()
+
+    assert StreamState.objects.get().channel_name == "Beta"
+
+
+def test_default_playlist_has_the_servers_demo_channels(settings, tmp_path):
+    settings.CHANNELS_PLAYLIST_PATH = ""
+    settings.CHANNELS_PLAYLIST_URL = ""
+    settings.CHANNELS_DEFAULT_PLAYLIST_PATH = tmp_path / "playlist.m3u"
+    settings.SERVER_URL = "http://127.0.0.1:7263"
+
+    playlist_ensure_loaded()
+
+    assert (tmp_path / "playlist.m3u").read_text(encoding="utf-8") == default_playlist_text()
+    assert list(Channel.objects.values_list("channel_id", "name", "stream_url")) == [
+        ("demo.1", "Test pattern 1", "http://127.0.0.1:7263/tv/demo/1.ts"),
+        ("demo.2", "Test pattern 2", "http://127.0.0.1:7263/tv/demo/2.ts"),
+    ]
+
+
+def test_ensure_loaded_does_nothing_once_loaded(playlist_file):
+    playlist_file(THREE)
+    playlist_reload()
+    playlist_file(m3u(("z", "Z", "http://tv.example/z.ts")))
+
+    playlist_ensure_loaded()
+
+    assert Playlist.objects.get().version == 1
+
+
+def test_command_reloads(playlist_file):
+    playlist_file(THREE)
+    out = StringIO()
+
+    call_command("reload_playlist", stdout=out)
+
+    assert out.getvalue() == "reloaded: 3 channels, version 1\n"
+
+
+def test_command_fails_with_the_reason(playlist_file):
+    playlist_file("<html></html>")
+
+    with pytest.raises(CommandError) as error:
+        call_command("reload_playlist")
+
+    assert str(error.value).startswith("failed to reload playlist: ")
+    assert Channel.objects.count() == 0
+
+
+def test_command_line_failure_exits_non_zero_with_the_reason_on_stderr(tmp_path):
+    env = project_env(tmp_path, CHANNELS_PLAYLIST_PATH=str(tmp_path / "missing.m3u"))
+    assert manage("migrate", "--noinput", env=env).returncode == 0
+
+    result = manage("reload_playlist", env=env)
+
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "CommandError: failed to reload playlist: "
+        f"cannot read {tmp_path / 'missing.m3u'}: No such file or directory\n"
+    )

@@ -1,0 +1,262 @@
+"""The hub and /ts end to end: the real ASGI server (daphne) and a real upstream HTTP server."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import itertools
+import socket
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+
+from tests.channels_admin.upstream import PACKET, TsUpstream, packet_sequence
+from tests.conftest import running_server
+
+VIEWER_BUFFER_KB = 256
+
+
+def playlist_for(upstream: TsUpstream) -> str:
+    return (
+        "#EXTM3U\n"
+        '#EXTINF:-1 tvg-id="a",Channel A\n'
+        f"{upstream.url('/a.ts')}\n"
+        '#EXTINF:-1 tvg-id="b",Channel B\n'
+        f"{upstream.url('/b.ts')}\n"
+        '#EXTINF:-1 tvg-id="c",Channel C\n'
+        "#EXTVLCOPT:http-user-agent=TestPlayer/1.0\n"
+        "#EXTVLCOPT:http-referrer=http://portal.example/\n"
+        f"{upstream.url('/c.ts')}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    server = TsUpstream(bitrate_bps=4_000_000)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def server(upstream, tmp_path_factory):
+    var_dir = tmp_path_factory.mktemp("stream-var")
+    playlist = var_dir / "channels.m3u"
+    playlist.write_text(playlist_for(upstream), encoding="utf-8")
+    with running_server(
+        var_dir,
+        CHANNELS_PLAYLIST_PATH=str(playlist),
+        CHANNELS_UPSTREAM_READ_TIMEOUT_SEC="1",
+        CHANNELS_VIEWER_BUFFER_KB=str(VIEWER_BUFFER_KB),
+    ) as base_url:
+        yield base_url
+
+
+@pytest.fixture(autouse=True)
+def upstream_behaves(upstream):
+    upstream.refuse = upstream.stall = upstream.garbage = False
+
+
+def select(server: str, channel_id: str) -> None:
+    response = requests.post(
+        f"{server}/api/admin/channel", json={"channel_id": channel_id}, timeout=10
+    )
+    assert response.status_code == 200, response.text
+
+
+def status(server: str) -> dict:
+    return requests.get(f"{server}/api/admin/status", timeout=5).json()
+
+
+def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not met within {timeout}s")
+
+
+class Viewer(threading.Thread):
+    """A /ts client reading in a thread until it has ``want`` bytes or the stream ends."""
+
+    def __init__(self, server: str, want: int) -> None:
+        super().__init__(daemon=True)
+        parts = urlsplit(server)
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        self.connection.request("GET", "/ts")
+        self.response = self.connection.getresponse()
+        self.want = want
+        self.data = bytearray()
+        self.ended = False
+        self.start()
+
+    def run(self) -> None:
+        try:
+            while len(self.data) < self.want:
+                chunk = self.response.read1(65536)
+                if not chunk:
+                    self.ended = True
+                    return
+                self.data += chunk
+        except (OSError, http.client.HTTPException):
+            self.ended = True
+
+    def close(self) -> None:
+        """Hang up; the reading thread sees the end of the stream."""
+        with contextlib.suppress(OSError):
+            self.connection.sock.shutdown(socket.SHUT_RDWR)
+        self.join(timeout=5)
+        self.connection.close()
+
+
+def sequences(data: bytes) -> list[int]:
+    """Sequence numbers of the packets; the reader may have stopped inside the last one."""
+    data = data[: len(data) - len(data) % PACKET]
+    packets = [data[i : i + PACKET] for i in range(0, len(data), PACKET)]
+    assert all(p[0] == 0x47 for p in packets)
+    return [packet_sequence(p) for p in packets]
+
+
+def test_ts_is_503_until_a_channel_is_selected(server):
+    response = requests.get(f"{server}/ts", timeout=5)
+
+    assert response.status_code == 503
+    assert response.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.text == "no channel selected: an administrator must pick one first"
+
+
+def test_viewers_get_identical_bytes_over_one_upstream_connection(server, upstream):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+    before = len(upstream.connections)
+
+    viewers = [Viewer(server, want=1_000_000) for _ in range(5)]
+    for viewer in viewers:
+        viewer.join(timeout=15)
+
+    assert [len(v.data) >= v.want for v in viewers] == [True] * 5
+    headers = viewers[0].response.headers
+    assert headers["Content-Type"] == "video/mp2t"
+    assert headers["Cache-Control"] == "no-cache"
+    assert headers["Transfer-Encoding"] == "chunked"
+    assert "Content-Length" not in headers
+    assert len(upstream.connections) == before  # no new connection for the viewers
+    assert len(upstream.open_connections) == 1
+    runs = [sequences(bytes(v.data)) for v in viewers]
+    for run in runs:
+        assert run == list(range(run[0], run[0] + len(run)))  # contiguous, nothing lost
+    first = max(run[0] for run in runs)
+    last = min(run[-1] for run in runs)
+    assert last - first > 2000
+    slices = {
+        bytes(v.data[(first - run[0]) * PACKET : (last - run[0] + 1) * PACKET])
+        for v, run in zip(viewers, runs, strict=True)
+    }
+    assert len(slices) == 1
+    for viewer in viewers:
+        viewer.close()
+
+
+def test_switch_closes_the_old_upstream_before_opening_the_new(server, upstream):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes of A")
+    viewer = Viewer(server, want=10**9)
+    wait_until(lambda: len(viewer.data) > 0, what="viewer data")
+
+    select(server, "b")
+
+    viewer.join(timeout=5)
+    assert viewer.ended is True  # the player rebuilds for the new stream
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes of B")
+    newest = upstream.connections[-1]
+    assert newest.path == "/b.ts"
+    assert newest.overlapping == 0
+    assert [c.path for c in upstream.open_connections] == ["/b.ts"]
+    assert max(c.overlapping for c in upstream.connections) == 0
+    assert status(server)["channel_name"] == "Channel B"
+
+
+def test_upstream_requests_carry_the_playlist_headers(server, upstream):
+    select(server, "c")
+    wait_until(lambda: upstream.connections[-1].path == "/c.ts", what="connection to C")
+
+    headers = upstream.connections[-1].headers
+
+    assert headers["User-Agent"] == "TestPlayer/1.0"
+    assert headers["Referer"] == "http://portal.example/"
+
+
+def test_upstream_drop_marks_it_down_then_recovers_with_viewers_kept(server, upstream):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+    viewer = Viewer(server, want=10**9)
+    wait_until(lambda: len(viewer.data) > 0, what="viewer data")
+
+    upstream.refuse = True
+    upstream.drop_all()
+    wait_until(lambda: status(server)["upstream_down"], what="upstream_down")
+    stalled_at = len(viewer.data)
+    upstream.refuse = False
+    wait_until(lambda: not status(server)["upstream_down"], timeout=15, what="recovery")
+    wait_until(lambda: len(viewer.data) > stalled_at + 100 * PACKET, what="bytes after recovery")
+
+    assert viewer.ended is False
+    assert len(upstream.open_connections) == 1
+    assert max(c.overlapping for c in upstream.connections) == 0
+    viewer.close()
+
+
+def test_stalled_upstream_is_down_after_the_read_timeout(server, upstream):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+
+    upstream.stall = True
+    wait_until(lambda: status(server)["upstream_down"], timeout=5, what="upstream_down")
+    upstream.stall = False
+
+    wait_until(lambda: not status(server)["upstream_down"], timeout=15, what="recovery")
+    assert max(c.overlapping for c in upstream.connections) == 0
+
+
+class SlowConnection(http.client.HTTPConnection):
+    """An HTTP connection with a tiny receive buffer, for a viewer that stops reading."""
+
+    def connect(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.connect((self.host, self.port))
+
+
+def test_a_viewer_that_reads_nothing_does_not_slow_the_others(server, upstream):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+    parts = urlsplit(server)
+    slow = SlowConnection(parts.hostname, parts.port, timeout=10)
+    slow.request("GET", "/ts")
+    slow_response = slow.getresponse()
+    seconds = 4
+    fast = Viewer(server, want=upstream.bitrate_bps // 8 * seconds)
+
+    started = time.monotonic()
+    fast.join(timeout=seconds * 3)
+    elapsed = time.monotonic() - started
+    slow_data = bytearray()
+    while len(slow_data) < 2_000_000:
+        slow_data += slow_response.read1(65536)
+    live_edge = sequences(bytes(fast.data))[-1]
+    slow.close()
+    fast.close()
+
+    # The fast viewer kept the upstream's pace while the slow one read nothing.
+    assert len(fast.data) >= fast.want
+    assert elapsed < seconds * 1.25
+    # The slow viewer lost its oldest data, in whole packets, and was kept near the live edge.
+    run = sequences(bytes(slow_data))
+    gaps = [b - a for a, b in itertools.pairwise(run) if b != a + 1]
+    assert len(gaps) >= 1
+    assert all(gap > 1 for gap in gaps)
+    packets_per_second = upstream.bitrate_bps / 8 / PACKET
+    assert run[-1] > live_edge - 2 * packets_per_second
