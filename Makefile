@@ -13,6 +13,8 @@ URL := http://$(LISTEN_ADDR):$(LISTEN_PORT)
 run: prepare
 	@echo
 	@echo "Serving on $(URL)  (Ctrl-C stops)"
+	@echo "  TV viewer                 $(URL)/tv/"
+	@echo "  Channel admin             $(URL)/tv/admin/  (staff login)"
 	@echo "  GraphQL API and GraphiQL  $(URL)/graphql"
 	@echo "  Health                    $(URL)/healthz"
 	@echo "  Django admin              $(URL)/admin/  (make a login: $(BIN)/python manage.py createsuperuser)"

@@ -1,65 +1,64 @@
-"""Async consumers: the shared MPEG-TS stream at /ts."""
+"""Async consumers: the shared MPEG-TS stream at /ts, the built-in demo channels, and the
+status feed the viewer page listens to."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections.abc import AsyncIterator
+from typing import ClassVar
 
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from channels_admin.backpressure import WriteGate
-from channels_admin.hub import Subscription
-from channels_admin.services.stream import stream_hub
+from channels_admin.services.stream import STATUS_GROUP, stream_hub, viewer_status
+from channels_admin.test_pattern import PatternOptions, test_pattern_chunks
 
 TS_HEADERS = [
     (b"Content-Type", b"video/mp2t"),
     (b"Cache-Control", b"no-cache"),
     (b"Access-Control-Allow-Origin", b"*"),
 ]
+TEXT = (b"Content-Type", b"text/plain; charset=utf-8")
 
 
-class TransportStreamConsumer(AsyncHttpConsumer):
-    """``GET /ts``: the active channel's bytes, chunked, until the channel changes.
+class StreamingConsumer(AsyncHttpConsumer):
+    """A GET that answers with an endless body, written by a separate task.
 
-    The response is written by a separate task so that this consumer keeps receiving ASGI
-    messages and learns at once when the viewer disconnects.
+    The task leaves this consumer free to receive ASGI messages, so a viewer's disconnect is
+    seen (and its resources freed) at once. Subclasses implement :meth:`open_stream`.
     """
 
-    # Viewers are fed by the hub directly; no channel layer round trip per viewer.
+    # Fed directly, not through the channel layer: no per-viewer layer channel.
     channel_layer_alias = None
-    subscription: Subscription | None = None
     writer: asyncio.Task[None] | None = None
+
+    async def open_stream(self) -> AsyncIterator[bytes] | None:
+        """The body's chunks; or None after answering with an error response."""
+        raise NotImplementedError
+
+    async def close_stream(self) -> None:
+        """Free what :meth:`open_stream` took; called once when the response ends."""
 
     async def http_request(self, message: dict) -> None:
         if message.get("more_body"):
             return
-        if self.scope["method"] not in {"GET", "HEAD"}:
-            await self.send_response(
-                405,
-                b"method not allowed",
-                headers=[(b"Content-Type", b"text/plain"), (b"Allow", b"GET")],
-            )
+        if self.scope["method"] != "GET":
+            await self.send_response(405, b"method not allowed", headers=[TEXT, (b"Allow", b"GET")])
             raise StopConsumer()
-        hub = await stream_hub()
-        if hub.upstream is None:
-            await self.send_response(
-                503,
-                b"no channel selected: an administrator must pick one first",
-                headers=[(b"Content-Type", b"text/plain; charset=utf-8"), (b"Retry-After", b"5")],
-            )
+        chunks = await self.open_stream()
+        if chunks is None:
             raise StopConsumer()
         await self.send_headers(status=200, headers=TS_HEADERS)
-        if self.scope["method"] == "HEAD":
-            await self.send_body(b"")
-            raise StopConsumer()
-        self.subscription = hub.subscribe()
-        self.writer = asyncio.create_task(self._write(self.subscription))
+        self.writer = asyncio.create_task(self._write(chunks))
 
-    async def _write(self, subscription: Subscription) -> None:
+    async def _write(self, chunks: AsyncIterator[bytes]) -> None:
         gate = WriteGate(self.base_send)
         try:
-            while (data := await subscription.next_data()) is not None:
+            async for data in chunks:
                 await gate.open.wait()
                 await self.send_body(data, more_body=True)
         finally:
@@ -67,9 +66,115 @@ class TransportStreamConsumer(AsyncHttpConsumer):
         await self.send_body(b"")
 
     async def disconnect(self) -> None:
-        if self.subscription is not None:
-            (await stream_hub()).unsubscribe(self.subscription)
         if self.writer is not None:
             self.writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.writer
+        await self.close_stream()
+
+
+class TransportStreamConsumer(StreamingConsumer):
+    """``GET /ts``: the active channel's bytes, until the channel changes (then the response
+    ends and players rebuild for the new stream)."""
+
+    subscription = None
+
+    async def open_stream(self) -> AsyncIterator[bytes] | None:
+        hub = await stream_hub()
+        if hub.upstream is None:
+            await self.send_response(
+                503,
+                b"no channel selected: an administrator must pick one first",
+                headers=[TEXT, (b"Retry-After", b"5")],
+            )
+            return None
+        self.subscription = subscription = hub.subscribe()
+
+        async def chunks() -> AsyncIterator[bytes]:
+            while (data := await subscription.next_data()) is not None:
+                yield data
+
+        return chunks()
+
+    async def close_stream(self) -> None:
+        if self.subscription is not None:
+            (await stream_hub()).unsubscribe(self.subscription)
+
+
+class DemoChannelConsumer(StreamingConsumer):
+    """``GET /tv/demo/<n>.ts``: a live test pattern encoded here, so the default playlist
+    plays with no internet. Encoders are capped, as each costs a share of a core."""
+
+    MAX_ENCODERS = 4
+    _running: ClassVar[int] = 0
+    stop: threading.Event | None = None
+
+    async def open_stream(self) -> AsyncIterator[bytes] | None:
+        number = self.scope["url_route"]["kwargs"]["number"]
+        if DemoChannelConsumer._running >= self.MAX_ENCODERS:
+            await self.send_response(503, b"too many demo streams", headers=[TEXT])
+            return None
+        DemoChannelConsumer._running += 1
+        self.stop = threading.Event()
+        return _threaded(
+            lambda: test_pattern_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
+            self.stop,
+        )
+
+    async def close_stream(self) -> None:
+        if self.stop is not None:
+            self.stop.set()
+            self.stop = None
+            DemoChannelConsumer._running -= 1
+
+
+async def _threaded(make_chunks, stop: threading.Event) -> AsyncIterator[bytes]:
+    """Run a blocking chunk generator in its own thread; yield its chunks here."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=64)
+
+    def produce() -> None:
+        chunks = make_chunks()
+        try:
+            for chunk in chunks:
+                put = asyncio.run_coroutine_threadsafe(queue.put(chunk), loop)
+                while not stop.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        put.result(timeout=0.5)
+                        break
+                if stop.is_set():
+                    put.cancel()
+                    break
+        finally:
+            chunks.close()
+            if not stop.is_set():
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=produce, name="demo-channel", daemon=True).start()
+    try:
+        while (chunk := await queue.get()) is not None:
+            yield chunk
+    finally:
+        stop.set()
+
+
+class StatusConsumer(AsyncJsonWebsocketConsumer):
+    """``ws /ws/tv/status``: the stream status, pushed on every change; read-only.
+
+    A client may send ``{"type": "refresh"}`` to get the status (with the current channel's
+    playlist details) again; the viewer page does so hourly."""
+
+    async def connect(self) -> None:
+        await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
+        await self.accept()
+        await self.send_json(await viewer_status())
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(STATUS_GROUP, self.channel_name)
+
+    async def receive_json(self, content: object, **kwargs: object) -> None:
+        if isinstance(content, dict) and content.get("type") == "refresh":
+            await self.send_json(await viewer_status())
+
+    async def status_changed(self, event: dict) -> None:
+        await self.send_json(await viewer_status())

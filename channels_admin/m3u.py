@@ -40,6 +40,7 @@ _SNIFF_CHARS = 8192
 # binary data decoded as Latin-1 is full of them.
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 _BINARY = "the file contains binary data, not a text playlist"
+_LONE_CR = re.compile(r"\r(?!\n)")
 _LEADING_SPACE = re.compile(r"\s*")
 _HTML_MARKER = re.compile(r"<(?:html|!doctype)", re.IGNORECASE)
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S")
@@ -65,14 +66,19 @@ _EXTINF_TOKEN = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
-# The usual shape of an #EXTINF line, checked in one step: a duration, then only lower-case keys
-# with double-quoted values, each after a space, then the title. Such a line is split at its
-# quotes rather than tokenised, which is several times faster; anything else takes the general
-# path above, with the same results.
+# The usual shape of an #EXTINF line, matched in one step: a duration, then up to _SIMPLE_SLOTS
+# lower-case keys with double-quoted values, each after a space, then the title. Every pair lands
+# in groups of its own, so no Python code walks the line. Anything else (more pairs, other quoting
+# or case) takes the token path above, with the same results.
+_SIMPLE_SLOTS = 12
 _EXTINF_SIMPLE = re.compile(
-    r"""[ \t]*+ ([^\s,="']*+) ((?: [ \t]++ [-a-z0-9_.:]++ = "[^"]*+" )*+) [ \t]*+ (?:,(.*))?""",
-    re.VERBOSE | re.DOTALL,
+    r"[ \t]*+([^\s,=\"']*+)"
+    + r'(?:[ \t]++([-a-z0-9_.:]++)="([^"]*+)")?+' * _SIMPLE_SLOTS
+    + r"[ \t]*+(?:,(.*))?",
+    re.DOTALL,
 )
+_SIMPLE_KEYS = slice(1, 2 * _SIMPLE_SLOTS, 2)
+_SIMPLE_VALUES = slice(2, 2 * _SIMPLE_SLOTS + 1, 2)
 # The header has no title, so there a comma is only a separator. Tokens again, not a search for
 # pairs: a search would restart inside every stray word, quadratic on a long one.
 _HEADER_TOKEN = re.compile(
@@ -150,11 +156,10 @@ def m3u_parse(data: bytes | str) -> M3UPlaylist:
     text = _decode(data)
     _reject_non_playlist(text)
     # Not str.splitlines(): it also splits at form feeds, U+0085 and U+2028, which can sit inside
-    # a title.
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-        if "\r" in text:
-            text = text.replace("\r", "\n")
+    # a title. The CR of a CRLF goes with the strip() of each line, which saves copying the text;
+    # only a lone CR (old Mac files, mixed endings) needs the copy.
+    if _LONE_CR.search(text) is not None:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
 
     header_attrs: dict[str, str] = {}
@@ -173,7 +178,7 @@ def m3u_parse(data: bytes | str) -> M3UPlaylist:
             head = line[:21].upper()
             if head.startswith("#EXTINF:"):
                 # A previous #EXTINF still pending had no URL: it is replaced, i.e. dropped.
-                pending = _parse_extinf(line[8:])
+                pending = _parse_extinf(line, 8)
             elif head.startswith("#EXTVLCOPT:"):
                 option, _, value = line[11:].partition("=")
                 option = option.strip().lower()
@@ -301,16 +306,16 @@ def _reject_non_playlist(text: str) -> None:
         raise M3UParseError("the file is an HTML page, not an M3U playlist")
 
 
-def _parse_extinf(body: str) -> tuple[str, float | None, dict[str, str]]:
-    """Split what follows ``#EXTINF:`` into (title, duration, attributes)."""
-    simple = _EXTINF_SIMPLE.fullmatch(body)
+def _parse_extinf(line: str, start: int) -> tuple[str, float | None, dict[str, str]]:
+    """Split an #EXTINF line after its colon (``start``) into (title, duration, attributes)."""
+    simple = _EXTINF_SIMPLE.fullmatch(line, start)
     if simple is None:
-        return _parse_extinf_tokens(body)
-    token, pairs, title = simple.groups()
-    # ' tvg-id="a" tvg-name="b"' splits into [' tvg-id=', 'a', ' tvg-name=', 'b', ''].
-    parts = pairs.split('"')
-    keys = "".join(parts[::2]).replace("=", " ").split()
-    return (title or "").strip(), _to_duration(token), dict(zip(keys, parts[1::2], strict=True))
+        return _parse_extinf_tokens(line[start:])
+    groups = simple.groups()
+    attrs = dict(zip(groups[_SIMPLE_KEYS], groups[_SIMPLE_VALUES], strict=True))
+    # The slots left unused are None, and all fall on that one key.
+    attrs.pop(None, None)
+    return (groups[-1] or "").strip(), _to_duration(groups[0]), attrs
 
 
 def _parse_extinf_tokens(body: str) -> tuple[str, float | None, dict[str, str]]:

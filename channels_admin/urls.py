@@ -1,4 +1,4 @@
-"""URLs of the channel admin's JSON API."""
+"""URLs of the channel admin: its pages and its JSON API."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from channels_admin import views
 app_name = "channels_admin"
 
 urlpatterns = [
+    path("tv/", views.viewer_page, name="viewer"),
+    path("tv/admin/", views.admin_page, name="admin-page"),
     path("api/config", views.config_view, name="config"),
     path("api/admin/channels", views.channels_view, name="channels"),
     path("api/admin/groups", views.groups_view, name="groups"),

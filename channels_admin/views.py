@@ -1,4 +1,7 @@
-"""The admin JSON API. Views parse, call one service or selector, and shape the answer."""
+"""The viewer and admin pages, and the admin JSON API.
+
+Views parse, call one service or selector, and shape the answer.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
+from django.shortcuts import render
+from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
+from django.views.decorators.http import require_GET
 
 from channels_admin import selectors
 from channels_admin.access import admin_access_check
@@ -95,3 +101,15 @@ async def playlist_reload_view(request: HttpRequest) -> HttpResponse:
     except PlaylistReloadError as error:
         return text_response(500, f"failed to reload playlist: {error}")
     return json_response({"status": "ok", "channels": result.channels})
+
+
+@require_GET
+def viewer_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "channels_admin/viewer.html", {"nav": "tv"})
+
+
+@require_GET
+@staff_member_required
+@ensure_csrf_cookie
+def admin_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "channels_admin/admin.html", {"nav": "channels"})

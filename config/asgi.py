@@ -11,7 +11,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Build the Django application (and so load the app registry) before anything imports models.
 django_application = get_asgi_application()
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import re_path  # noqa: E402
@@ -29,6 +31,9 @@ application = ProtocolTypeRouter(
     {
         "http": URLRouter(
             [*channels_admin_routing.http_urlpatterns, re_path(r"", http_application)]
+        ),
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(channels_admin_routing.websocket_urlpatterns))
         ),
     }
 )

@@ -96,7 +96,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 # Front-end packages fetched from the npm registry by `scripts/fetch_assets.py`.
 VENDOR_DIR = BASE_DIR / "vendor"
-STATICFILES_DIRS = [("vendor", VENDOR_DIR)]
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor", VENDOR_DIR)]
 # Serve /static/ from the ASGI application itself: right for one process on a laptop;
 # behind a reverse proxy set SERVE_STATIC=0 and let the proxy serve `collectstatic` output.
 SERVE_STATIC = env_bool("SERVE_STATIC", True)

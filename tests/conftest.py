@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -40,17 +41,23 @@ def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.
     )
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @contextlib.contextmanager
-def running_server(var_dir: Path, **env_overrides: str) -> Iterator[str]:
-    """Migrate, then run the real ASGI server (daphne) on a free loopback port, as `make run`
-    does; yields its base URL and stops it on exit."""
+def running_server(var_dir: Path, port: int = 0, **env_overrides: str) -> Iterator[str]:
+    """Migrate, then run the real ASGI server (daphne) on a loopback port (by default a free
+    one), as `make run` does; yields its base URL and stops it on exit."""
     env = project_env(var_dir, **env_overrides)
     migrated = manage("migrate", "--noinput", env=env)
     assert migrated.returncode == 0, migrated.stderr
     log_path = var_dir / "daphne.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [*DAPHNE, "--bind", "127.0.0.1", "--port", "0", "config.asgi:application"],
+            [*DAPHNE, "--bind", "127.0.0.1", "--port", str(port), "config.asgi:application"],
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -91,3 +98,45 @@ def _wait_listening(process: subprocess.Popen, log_path: Path) -> str:
                 return base_url
         time.sleep(0.1)
     pytest.fail(f"daphne did not start within {STARTUP_TIMEOUT_SEC}s:\n{log_path.read_text()}")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = ROOT / "test-output" / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright (browsers cannot be downloaded here)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"Chromium is not installed at {CHROMIUM} (.ci/run installs it with apt)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--autoplay-policy=no-user-gesture-required",
+            ],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A fresh page; ``page.shot(name)`` saves a screenshot under test-output/screenshots."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def shot(name: str) -> None:
+        page.screenshot(path=SCREENSHOTS / f"{request.node.name}-{name}.png")
+
+    page.shot = shot
+    yield page
+    context.close()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
@@ -21,6 +22,7 @@ from django.utils import timezone
 from channels_admin.errors import PlaylistReloadError
 from channels_admin.m3u import M3UParseError, M3UPlaylist, channel_ids, m3u_parse
 from channels_admin.models import Channel, Playlist, StreamState
+from channels_admin.services.stream import status_broadcast
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ def playlist_reload(*, playlist: Playlist | None = None) -> ReloadResult:
         _failure_record(playlist, str(error))
         raise PlaylistReloadError(str(error)) from error
     result = _channels_replace(playlist, parsed, content if playlist.effective_url else None)
+    async_to_sync(status_broadcast)()
     logger.info("playlist reloaded: %d channels, version %d", result.channels, result.version)
     return result
 

@@ -10,6 +10,7 @@ import asyncio
 import logging
 
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -19,6 +20,9 @@ from channels_admin.hub import Hub, HubEvent, Upstream
 from channels_admin.models import Channel, Playlist, StreamState
 
 logger = logging.getLogger(__name__)
+
+# Channel-layer group of the status feeds (WebSocket consumers) of every process.
+STATUS_GROUP = "stream-status"
 
 _hub: Hub | None = None
 _hub_ready: asyncio.Lock | None = None
@@ -57,6 +61,7 @@ async def channel_switch(*, channel_id: str) -> Channel:
     channel = await database_sync_to_async(channel_select)(channel_id=channel_id)
     hub = await stream_hub()
     await hub.switch(Upstream(channel.stream_url, channel.upstream_headers))
+    await status_broadcast()
     return channel
 
 
@@ -103,3 +108,44 @@ async def _hub_event_record(event: HubEvent, upstream: Upstream, detail: str) ->
     if event is HubEvent.DOWN:
         logger.warning("stream down: %s", detail)
     await database_sync_to_async(stream_state_record)(event=event, stream_url=upstream.url)
+    await status_broadcast()
+
+
+async def status_broadcast() -> None:
+    """Tell every status feed that the status changed; each reads it afresh."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(STATUS_GROUP, {"type": "status.changed"})
+
+
+async def viewer_status() -> dict:
+    """What the public viewer page may know: no stream URL (it may carry credentials)."""
+    status = await database_sync_to_async(_viewer_status)()
+    status["viewers"] = (await stream_hub()).viewers
+    return status
+
+
+def _viewer_status() -> dict:
+    state = _state_get()
+    channel = (
+        Channel.objects.filter(playlist__name=Playlist.DEFAULT_NAME, channel_id=state.channel_id)
+        .only("logo", "group", "chno")
+        .first()
+        if state.channel_id
+        else None
+    )
+    version = (
+        Playlist.objects.filter(name=Playlist.DEFAULT_NAME)
+        .values_list("version", flat=True)
+        .first()
+    )
+    return {
+        "channel_name": state.channel_name,
+        "channel_logo": channel.logo if channel else "",
+        "channel_group": channel.group if channel else "",
+        "channel_number": channel.chno if channel else "",
+        "live": state.live,
+        "transitioning": state.transitioning,
+        "upstream_down": state.upstream_down,
+        "playlist_version": version or 0,
+    }

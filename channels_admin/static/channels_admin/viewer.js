@@ -1,0 +1,89 @@
+// The viewer page: plays /ts with mpegts.js and shows the status the server pushes.
+//
+// The server ends /ts when the channel changes; the player is then rebuilt, as it is after
+// any error, so the page follows the channel without a reload.
+
+const REBUILD_DELAY_MS = 1000;
+const REFRESH_EVERY_MS = 60 * 60 * 1000; // playlist details (name, logo) once an hour
+const FEED_RETRY_MAX_MS = 10000;
+
+const video = document.getElementById("player");
+const message = document.getElementById("message");
+let player = null;
+let rebuildTimer = null;
+let live = false;
+
+function showStatus(status) {
+  live = status.live;
+  document.getElementById("channel-name").textContent = status.channel_name || "No channel";
+  const details = [status.channel_number && `#${status.channel_number}`, status.channel_group]
+    .filter(Boolean)
+    .join(" · ");
+  document.getElementById("channel-details").textContent = details;
+  const logo = document.getElementById("channel-logo");
+  logo.hidden = !status.channel_logo;
+  if (status.channel_logo) logo.src = status.channel_logo;
+  const state = document.getElementById("state");
+  const [label, kind] = !status.live
+    ? ["off air", "off"]
+    : status.upstream_down
+      ? ["upstream down", "down"]
+      : status.transitioning
+        ? ["switching…", "switching"]
+        : ["live", "live"];
+  state.textContent = label;
+  state.className = `badge ${kind}`;
+  if (status.live && !player && !rebuildTimer) buildPlayer();
+}
+
+function destroyPlayer() {
+  if (!player) return;
+  player.destroy();
+  player = null;
+}
+
+function scheduleRebuild(reason) {
+  destroyPlayer();
+  if (rebuildTimer) return;
+  message.textContent = reason;
+  rebuildTimer = setTimeout(() => {
+    rebuildTimer = null;
+    if (live) buildPlayer();
+  }, REBUILD_DELAY_MS);
+}
+
+function buildPlayer() {
+  if (!window.mpegts || !mpegts.getFeatureList().mseLivePlayback) {
+    message.textContent = "This browser cannot play live MPEG-TS (no Media Source Extensions).";
+    return;
+  }
+  destroyPlayer();
+  message.textContent = "";
+  player = mpegts.createPlayer(
+    { type: "mpegts", isLive: true, url: new URL("/ts", location.href).href },
+    { enableStashBuffer: false, liveBufferLatencyChasing: true },
+  );
+  player.attachMediaElement(video);
+  player.on(mpegts.Events.ERROR, (type, detail) => scheduleRebuild(`Reconnecting (${detail})…`));
+  player.on(mpegts.Events.LOADING_COMPLETE, () => scheduleRebuild("The stream changed; reconnecting…"));
+  player.load();
+  const playing = video.play();
+  if (playing) playing.catch(() => {}); // autoplay may wait for a click
+}
+
+function connectFeed(retryMs = 500) {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const feed = new WebSocket(`${scheme}//${location.host}/ws/tv/status`);
+  let refresh = null;
+  feed.addEventListener("open", () => {
+    retryMs = 500;
+    refresh = setInterval(() => feed.send(JSON.stringify({ type: "refresh" })), REFRESH_EVERY_MS);
+  });
+  feed.addEventListener("message", (event) => showStatus(JSON.parse(event.data)));
+  feed.addEventListener("close", () => {
+    clearInterval(refresh);
+    setTimeout(() => connectFeed(Math.min(retryMs * 2, FEED_RETRY_MAX_MS)), retryMs);
+  });
+}
+
+connectFeed();
