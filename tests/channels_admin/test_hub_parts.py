@@ -1,0 +1,75 @@
+"""The hub's building blocks: packet alignment and the bounded viewer buffer."""
+
+from __future__ import annotations
+
+import asyncio
+
+from channels_admin.hub import TS_PACKET, PacketAligner, Subscription
+
+
+def packets(count: int, start: int = 0) -> bytes:
+    return b"".join(
+        bytes([0x47, n % 256]) + bytes(TS_PACKET - 2) for n in range(start, start + count)
+    )
+
+
+def test_aligner_skips_leading_garbage_and_holds_partial_packets():
+    aligner = PacketAligner()
+    stream = b"HTTP junk" + packets(5)
+
+    first = aligner.feed(stream[:500])
+    second = aligner.feed(stream[500:])
+
+    assert first == packets(2)
+    assert second == packets(3, start=2)
+    assert aligner.skipped == 9
+
+
+def test_aligner_resyncs_after_corruption():
+    aligner = PacketAligner()
+    aligner.feed(packets(3))
+
+    out = aligner.feed(b"\x00" * 100 + packets(4, start=3))
+
+    assert out == packets(4, start=3)
+    assert aligner.skipped == 100
+
+
+def test_aligner_emits_nothing_for_data_without_sync():
+    aligner = PacketAligner()
+
+    out = aligner.feed(bytes(10_000))
+
+    assert out == b""
+    assert aligner.skipped == 10_000 - 2 * TS_PACKET
+
+
+async def test_subscription_drops_the_oldest_chunks_beyond_its_limit():
+    subscription = Subscription(limit_bytes=3 * TS_PACKET)
+    for n in range(5):
+        subscription.push(packets(1, start=n))
+
+    data = await subscription.next_data()
+
+    assert data == packets(3, start=2)
+    assert subscription.dropped_bytes == 2 * TS_PACKET
+
+
+async def test_subscription_keeps_one_chunk_even_when_it_is_larger_than_the_limit():
+    subscription = Subscription(limit_bytes=TS_PACKET)
+    subscription.push(packets(4))
+
+    assert await subscription.next_data() == packets(4)
+
+
+async def test_subscription_waits_for_data_then_reports_its_end():
+    subscription = Subscription(limit_bytes=10 * TS_PACKET)
+
+    waiting = asyncio.ensure_future(subscription.next_data())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    subscription.push(packets(1))
+    subscription.end()
+
+    assert await waiting == packets(1)
+    assert await subscription.next_data() is None
