@@ -51,7 +51,10 @@ class Playlist(models.Model):
 class Channel(models.Model):
     """One entry of the playlist, in playlist order (``position``)."""
 
-    playlist = models.ForeignKey(Playlist, on_delete=models.CASCADE, related_name="channels")
+    # No index of its own: the unique constraint below starts with the playlist.
+    playlist = models.ForeignKey(
+        Playlist, on_delete=models.CASCADE, related_name="channels", db_index=False
+    )
     position = models.PositiveIntegerField()
     channel_id = models.CharField(max_length=300)
     name = models.CharField(max_length=500)
@@ -59,21 +62,25 @@ class Channel(models.Model):
     group = models.CharField(max_length=300, blank=True)
     logo = models.CharField(max_length=2000, blank=True)
     tvg_id = models.CharField(max_length=300, blank=True)
+    tvg_name = models.CharField(max_length=500, blank=True)
     chno = models.CharField(max_length=50, blank=True)
     user_agent = models.CharField(max_length=1000, blank=True)
     referrer = models.CharField(max_length=2000, blank=True)
-    attrs = models.JSONField(default=dict, blank=True)
-    # Unicode-casefolded copies for the case-insensitive search and group filter.
-    search_name = models.CharField(max_length=500, editable=False)
-    search_id = models.CharField(max_length=300, editable=False)
-    search_group = models.CharField(max_length=300, blank=True, editable=False, db_index=True)
+    attrs = models.JSONField(
+        default=dict, blank=True, help_text="The entry's other #EXTINF attributes."
+    )
+    # Unicode-casefolded copies for the case-insensitive search and group filter. The name
+    # and the ID share one column (joined by a newline) so a search is one LIKE per row.
+    search_text = models.CharField(max_length=801, editable=False)
+    search_group = models.CharField(max_length=300, blank=True, editable=False)
 
     class Meta:
         ordering = ["playlist", "position"]
         constraints = [
             models.UniqueConstraint(fields=["playlist", "channel_id"], name="unique_channel_id"),
-            models.UniqueConstraint(fields=["playlist", "position"], name="unique_position"),
         ]
+        # Lists and searches scan in playlist order along this index.
+        indexes = [models.Index(fields=["playlist", "position"], name="channel_order")]
 
     def __str__(self) -> str:
         return self.name

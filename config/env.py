@@ -94,7 +94,8 @@ def database_config(url: str, *, sqlite_path: Path) -> dict[str, Any]:
             "OPTIONS": {
                 "timeout": 20,
                 "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL;",
+                # WAL lets readers run beside the writer; NORMAL sync is safe with WAL.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
         }
     if not url.startswith(("postgres://", "postgresql://")):

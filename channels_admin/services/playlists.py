@@ -7,16 +7,20 @@ one database transaction.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from channels_admin.errors import PlaylistReloadError
@@ -25,8 +29,6 @@ from channels_admin.models import Channel, Playlist, StreamState
 from channels_admin.services.stream import status_broadcast
 
 logger = logging.getLogger(__name__)
-
-BULK_BATCH = 2000
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,13 @@ def playlist_reload(*, playlist: Playlist | None = None) -> ReloadResult:
     playlist = playlist or playlist_get_or_create()
     try:
         content = _source_read(playlist)
-        parsed = m3u_parse(content)
+        with _gc_paused():
+            parsed = m3u_parse(content)
     except (PlaylistReloadError, M3UParseError) as error:
         _failure_record(playlist, str(error))
         raise PlaylistReloadError(str(error)) from error
-    result = _channels_replace(playlist, parsed, content if playlist.effective_url else None)
+    with _gc_paused():
+        result = _channels_replace(playlist, parsed, content if playlist.effective_url else None)
     async_to_sync(status_broadcast)()
     logger.info("playlist reloaded: %d channels, version %d", result.channels, result.version)
     return result
@@ -75,6 +79,19 @@ def default_playlist_text() -> str:
         '#EXTINF:-1 tvg-id="demo.2" tvg-chno="2" group-title="Demo",Test pattern 2\n'
         f"{base}/tv/demo/2.ts\n"
     )
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Hold the cyclic garbage collector while a playlist's objects are built: they hold no
+    cycles, and the collector's passes over 100,000 new entries cost ~15% of the load."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _source_read(playlist: Playlist) -> bytes:
@@ -134,28 +151,25 @@ def _channels_replace(
     playlist = Playlist.objects.select_for_update().get(pk=playlist.pk)
     Channel.objects.filter(playlist=playlist).delete()
     ids = channel_ids(parsed.entries)
-    Channel.objects.bulk_create(
+    _channels_insert(
         (
-            Channel(
-                playlist=playlist,
-                position=position,
-                channel_id=channel_id,
-                name=entry.title,
-                stream_url=entry.url,
-                group=entry.group,
-                logo=entry.logo,
-                tvg_id=entry.tvg_id,
-                chno=entry.chno,
-                user_agent=entry.user_agent,
-                referrer=entry.referrer,
-                attrs=entry.attrs,
-                search_name=entry.title.casefold(),
-                search_id=channel_id.casefold(),
-                search_group=entry.group.casefold(),
-            )
-            for position, (channel_id, entry) in enumerate(zip(ids, parsed.entries, strict=True))
-        ),
-        batch_size=BULK_BATCH,
+            playlist.pk,
+            position,
+            channel_id,
+            entry.title,
+            entry.url,
+            entry.group,
+            entry.logo,
+            entry.tvg_id,
+            entry.tvg_name,
+            entry.chno,
+            entry.user_agent,
+            entry.referrer,
+            _extra_attrs_json(entry.attrs),
+            f"{entry.title}\n{channel_id}".casefold(),
+            entry.group.casefold(),
+        )
+        for position, (channel_id, entry) in enumerate(zip(ids, parsed.entries, strict=True))
     )
     playlist.version += 1
     playlist.epg_urls = parsed.epg_urls
@@ -168,6 +182,44 @@ def _channels_replace(
         # Last, so that a failure here rolls the list back; the file only changes with the list.
         _atomic_write(playlist.effective_path, download)
     return ReloadResult(channels=len(ids), version=playlist.version)
+
+
+# The order of the values _channels_replace produces.
+INSERT_FIELDS = (
+    "playlist",
+    "position",
+    "channel_id",
+    "name",
+    "stream_url",
+    "group",
+    "logo",
+    "tvg_id",
+    "tvg_name",
+    "chno",
+    "user_agent",
+    "referrer",
+    "attrs",
+    "search_text",
+    "search_group",
+)
+# Attributes with a column of their own are not repeated in ``attrs``.
+OWN_COLUMNS = {"tvg-id", "tvg-name", "tvg-logo", "group-title", "tvg-chno"}
+
+
+def _channels_insert(rows: Iterable[tuple]) -> None:
+    """One prepared INSERT run for every row. bulk_create builds SQL per batch of rows and
+    takes ~10 s for 100,000 channels on SQLite; this takes well under one."""
+    table = connection.ops.quote_name(Channel._meta.db_table)
+    columns = [Channel._meta.get_field(name).column for name in INSERT_FIELDS]
+    quoted = ", ".join(connection.ops.quote_name(column) for column in columns)
+    placeholders = ", ".join(["%s"] * len(columns))
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({placeholders})", rows)  # noqa: S608
+
+
+def _extra_attrs_json(attrs: dict[str, str]) -> str:
+    extra = {key: value for key, value in attrs.items() if key not in OWN_COLUMNS}
+    return json.dumps(extra, ensure_ascii=False) if extra else "{}"
 
 
 def _state_rename_current(playlist: Playlist) -> None:
