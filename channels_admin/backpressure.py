@@ -5,6 +5,9 @@ daphne's returns at once and Twisted buffers without limit. On daphne we registe
 producer on the request, which Twisted pauses when the socket's buffer fills and resumes when it
 drains; the stream consumer waits on :attr:`WriteGate.open` before each write.
 
+Twisted pauses its producer once its own buffer holds more than 64 KiB, which one chunk of a
+busy stream already does: every write would cost a pause and a resume. The gate raises that
+threshold to :data:`TRANSPORT_BUFFER`, so only a viewer that really falls behind is paused.
 The kernel's own send buffer grows by autotuning to megabytes (seconds of video) for a viewer
 that reads nothing, so the gate also fixes it at :data:`SOCKET_SEND_BUFFER`: enough for a
 fast viewer (256 KiB per 100 ms of round trip carries 20 Mbit/s), small enough to keep a slow
@@ -22,6 +25,7 @@ from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
 SOCKET_SEND_BUFFER = 256 * 1024
+TRANSPORT_BUFFER = 512 * 1024
 
 
 @implementer(IPushProducer)
@@ -32,7 +36,7 @@ class WriteGate:
         self._request = _daphne_request(send)
         if self._request is not None:
             self._request.registerProducer(self, True)
-            _send_buffer_limit(self._request)
+            _buffers_size(self._request)
 
     def release(self) -> None:
         """Detach from the request; call before the last write of the response."""
@@ -60,9 +64,10 @@ def _daphne_request(send: Any) -> Any:
     return request if hasattr(request, "registerProducer") else None
 
 
-def _send_buffer_limit(request: Any) -> None:
-    handle = getattr(getattr(request, "transport", None), "getHandle", None)
-    if handle is None:
+def _buffers_size(request: Any) -> None:
+    transport = getattr(request, "transport", None)
+    if transport is None:
         return
-    with contextlib.suppress(OSError):
-        handle().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SEND_BUFFER)
+    transport.bufferSize = TRANSPORT_BUFFER
+    with contextlib.suppress(OSError, AttributeError):
+        transport.getHandle().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SEND_BUFFER)

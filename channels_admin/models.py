@@ -51,7 +51,8 @@ class Playlist(models.Model):
 class Channel(models.Model):
     """One entry of the playlist, in playlist order (``position``)."""
 
-    # No index of its own: the unique constraint below starts with the playlist.
+    # No index: there is one playlist, so an index on it selects nothing, and with one SQLite
+    # would walk the table in index order instead of reading it straight through.
     playlist = models.ForeignKey(
         Playlist, on_delete=models.CASCADE, related_name="channels", db_index=False
     )
@@ -77,10 +78,9 @@ class Channel(models.Model):
     class Meta:
         ordering = ["playlist", "position"]
         constraints = [
-            models.UniqueConstraint(fields=["playlist", "channel_id"], name="unique_channel_id"),
+            # The ID first: it finds a channel by ID, and is no use for a scan of the playlist.
+            models.UniqueConstraint(fields=["channel_id", "playlist"], name="unique_channel_id"),
         ]
-        # Lists and searches scan in playlist order along this index.
-        indexes = [models.Index(fields=["playlist", "position"], name="channel_order")]
 
     def __str__(self) -> str:
         return self.name

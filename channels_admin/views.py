@@ -21,7 +21,7 @@ from channels_admin import selectors
 from channels_admin.access import admin_access_check
 from channels_admin.errors import ChannelNotFound, PlaylistReloadError
 from channels_admin.services.playlists import playlist_reload
-from channels_admin.services.stream import channel_switch
+from channels_admin.services.stream import channel_switch, stream_hub
 
 
 def text_response(status: int, text: str) -> HttpResponse:
@@ -75,7 +75,9 @@ async def groups_view(request: HttpRequest) -> HttpResponse:
 
 @endpoint("GET")
 async def status_view(request: HttpRequest) -> HttpResponse:
-    return json_response(await sync_to_async(selectors.stream_status)())
+    status = await sync_to_async(selectors.stream_status)()
+    status["viewers"] = (await stream_hub()).viewers  # of this server process
+    return json_response(status)
 
 
 @endpoint("POST")

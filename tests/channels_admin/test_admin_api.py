@@ -170,7 +170,7 @@ async def test_select_unknown_channel_is_404(client, channels):
     assert not await StreamState.objects.aexists()
 
 
-async def test_status_before_any_selection(client, channels):
+async def test_status_before_any_selection(client, channels, hub_closed_after):
     response = await client.get("/api/admin/status")
 
     assert response.json() == {
@@ -181,6 +181,7 @@ async def test_status_before_any_selection(client, channels):
         "playlist_version": 1,
         "switch_started_at": None,
         "current_stream_url": "",
+        "viewers": 0,
     }
 
 

@@ -160,6 +160,22 @@ def test_viewers_get_identical_bytes_over_one_upstream_connection(server, upstre
         viewer.close()
 
 
+def test_a_viewer_that_leaves_is_freed_at_once(server, upstream):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+    viewers = [Viewer(server, want=10**9) for _ in range(3)]
+    wait_until(lambda: all(v.data for v in viewers), what="viewer data")
+    assert status(server)["viewers"] == 3
+
+    viewers[0].close()
+
+    wait_until(lambda: status(server)["viewers"] == 2, timeout=1, what="one viewer freed")
+    for viewer in viewers[1:]:
+        viewer.close()
+    wait_until(lambda: status(server)["viewers"] == 0, timeout=1, what="all viewers freed")
+    assert len(upstream.open_connections) == 1  # the channel stays connected
+
+
 def test_switch_closes_the_old_upstream_before_opening_the_new(server, upstream):
     select(server, "a")
     wait_until(lambda: not status(server)["transitioning"], what="first bytes of A")
