@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -39,6 +40,8 @@ class PlaylistAdmin(admin.ModelAdmin):
         "channel_list",
     )
     actions = ["reload_now"]
+    # A URL typed without a scheme means https (Django 6's default).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     @admin.display(description="channels")
     def channel_count(self, playlist: Playlist) -> int:

@@ -77,8 +77,6 @@ DATABASES = {
     "default": database_config(env_str("DATABASE_URL", ""), sqlite_path=VAR_DIR / "db.sqlite3")
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-# Django 6's default already: a URL typed without a scheme means https.
-FORMS_URLFIELD_ASSUME_HTTPS = True
 
 CHANNEL_LAYERS = channel_layers_config(env_str("REDIS_URL", ""))
 
