@@ -216,6 +216,10 @@ class Hub:
                 reason = "the upstream stalled (timeout)"
             except (httpx.HTTPError, UpstreamError) as error:
                 reason = str(error) or type(error).__name__
+            except Exception as error:
+                # Whatever else goes wrong (a malformed URL, a bug) must not end the retries.
+                logger.exception("upstream %s failed unexpectedly", upstream.url)
+                reason = f"unexpected error: {error}"
             logger.warning("upstream %s: %s; retrying in %.1fs", upstream.url, reason, backoff)
             await self._emit(HubEvent.DOWN, upstream, reason)
             await asyncio.sleep(backoff)
@@ -247,7 +251,11 @@ class Hub:
             if response.status_code != 200:
                 raise UpstreamError(f"the upstream answered HTTP {response.status_code}")
             aligner = PacketAligner()
+            first = True
             async for raw in response.aiter_raw(self._read_size):
+                if first and raw.lstrip()[:7] == b"#EXTM3U":
+                    raise UpstreamError("the upstream sent an HLS playlist, not an MPEG-TS stream")
+                first = False
                 data = aligner.feed(raw)
                 if data:
                     aligner.skipped = 0

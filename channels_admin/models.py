@@ -112,6 +112,9 @@ class StreamState(models.Model):
     live = models.BooleanField(default=False)
     transitioning = models.BooleanField(default=False)
     upstream_down = models.BooleanField(default=False)
+    upstream_detail = models.CharField(
+        max_length=500, blank=True, help_text="Why the upstream is down, while it is."
+    )
     switch_started_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

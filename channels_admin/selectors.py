@@ -50,6 +50,7 @@ def stream_status() -> dict[str, Any]:
         "live": state.live,
         "transitioning": state.transitioning,
         "upstream_down": state.upstream_down,
+        "upstream_detail": state.upstream_detail,
         "playlist_version": playlist.version if playlist else 0,
         "switch_started_at": (
             state.switch_started_at.isoformat() if state.switch_started_at else None

@@ -69,11 +69,17 @@ def playlist_ensure_loaded() -> None:
         logger.error("could not load the playlist at start: %s", error)
 
 
+# The default playlist's first line after the header; while it is there, the server keeps the
+# file in step with SERVER_URL (a port change must not strand the demo channels).
+DEFAULT_PLAYLIST_MARK = "# The server's default playlist; delete this line to keep your edits."
+
+
 def default_playlist_text() -> str:
     """The playlist used when none is configured: the server's own demo channels."""
     base = settings.SERVER_URL
     return (
         "#EXTM3U\n"
+        f"{DEFAULT_PLAYLIST_MARK}\n"
         '#EXTINF:-1 tvg-id="demo.1" tvg-chno="1" group-title="Demo",Test pattern 1\n'
         f"{base}/tv/demo/1.ts\n"
         '#EXTINF:-1 tvg-id="demo.2" tvg-chno="2" group-title="Demo",Test pattern 2\n'
@@ -99,12 +105,22 @@ def _source_read(playlist: Playlist) -> bytes:
     if url:
         return _download(url)
     path = playlist.effective_path
-    if path == settings.CHANNELS_DEFAULT_PLAYLIST_PATH and not path.exists():
+    if path == settings.CHANNELS_DEFAULT_PLAYLIST_PATH and _default_playlist_due(path):
         _atomic_write(path, default_playlist_text().encode())
     try:
         return path.read_bytes()
     except OSError as error:
         raise PlaylistReloadError(f"cannot read {path}: {error.strerror}") from None
+
+
+def _default_playlist_due(path: Path) -> bool:
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return True
+    except (OSError, UnicodeDecodeError):
+        return False
+    return DEFAULT_PLAYLIST_MARK in current and current != default_playlist_text()
 
 
 def _download(url: str) -> bytes:

@@ -83,6 +83,7 @@ def channel_select(*, channel_id: str) -> Channel:
             "live": True,
             "transitioning": True,
             "upstream_down": False,
+            "upstream_detail": "",
             "switch_started_at": timezone.now(),
         },
     )
@@ -93,12 +94,12 @@ def _state_get() -> StreamState:
     return StreamState.objects.filter(pk=StreamState.SINGLETON_PK).first() or StreamState()
 
 
-def stream_state_record(*, event: HubEvent, stream_url: str) -> None:
+def stream_state_record(*, event: HubEvent, stream_url: str, detail: str = "") -> None:
     """Record what the hub saw; ignored when the channel changed meanwhile."""
     if event is HubEvent.FLOWING:
-        fields = {"transitioning": False, "upstream_down": False}
+        fields = {"transitioning": False, "upstream_down": False, "upstream_detail": ""}
     else:
-        fields = {"upstream_down": True}
+        fields = {"upstream_down": True, "upstream_detail": detail[:500]}
     StreamState.objects.filter(pk=StreamState.SINGLETON_PK, current_stream_url=stream_url).update(
         **fields, updated_at=timezone.now()
     )
@@ -107,7 +108,9 @@ def stream_state_record(*, event: HubEvent, stream_url: str) -> None:
 async def _hub_event_record(event: HubEvent, upstream: Upstream, detail: str) -> None:
     if event is HubEvent.DOWN:
         logger.warning("stream down: %s", detail)
-    await database_sync_to_async(stream_state_record)(event=event, stream_url=upstream.url)
+    await database_sync_to_async(stream_state_record)(
+        event=event, stream_url=upstream.url, detail=detail
+    )
     await status_broadcast()
 
 

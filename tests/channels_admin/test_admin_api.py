@@ -178,6 +178,7 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "live": False,
         "transitioning": False,
         "upstream_down": False,
+        "upstream_detail": "",
         "playlist_version": 1,
         "switch_started_at": None,
         "current_stream_url": "",

@@ -217,6 +217,23 @@ def test_default_playlist_has_the_servers_demo_channels(settings, tmp_path):
     ]
 
 
+def test_default_playlist_follows_the_server_url_until_edited(settings, tmp_path):
+    settings.CHANNELS_PLAYLIST_PATH = ""
+    settings.CHANNELS_PLAYLIST_URL = ""
+    settings.CHANNELS_DEFAULT_PLAYLIST_PATH = path = tmp_path / "playlist.m3u"
+    settings.SERVER_URL = "http://127.0.0.1:7263"
+    playlist_reload()
+    settings.SERVER_URL = "http://127.0.0.1:8000"
+
+    playlist_reload()
+    moved = Channel.objects.get(channel_id="demo.1").stream_url
+    path.write_text(m3u(("mine", "Mine", "http://tv.example/mine.ts")), encoding="utf-8")
+    playlist_reload()
+
+    assert moved == "http://127.0.0.1:8000/tv/demo/1.ts"
+    assert list(Channel.objects.values_list("channel_id", flat=True)) == ["mine"]
+
+
 def test_ensure_loaded_does_nothing_once_loaded(playlist_file):
     playlist_file(THREE)
     playlist_reload()

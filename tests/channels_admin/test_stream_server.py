@@ -30,6 +30,8 @@ def playlist_for(upstream: TsUpstream) -> str:
         "#EXTVLCOPT:http-user-agent=TestPlayer/1.0\n"
         "#EXTVLCOPT:http-referrer=http://portal.example/\n"
         f"{upstream.url('/c.ts')}\n"
+        '#EXTINF:-1 tvg-id="h",Channel H\n'
+        f"{upstream.url('/h.m3u8')}\n"
     )
 
 
@@ -160,6 +162,29 @@ def test_viewers_get_identical_bytes_over_one_upstream_connection(server, upstre
         viewer.close()
 
 
+def test_an_hls_upstream_is_reported_down_with_the_reason(server, upstream):
+    select(server, "h")
+
+    wait_until(lambda: status(server)["upstream_down"], what="upstream_down")
+
+    assert status(server)["upstream_detail"] == (
+        "the upstream sent an HLS playlist, not an MPEG-TS stream"
+    )
+
+
+def test_an_upstream_sending_garbage_is_reported_down(server, upstream):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+
+    upstream.garbage = True
+    wait_until(lambda: status(server)["upstream_down"], timeout=10, what="upstream_down")
+    detail = status(server)["upstream_detail"]
+    upstream.garbage = False
+
+    assert detail == "the upstream is not sending MPEG-TS"
+    wait_until(lambda: not status(server)["upstream_down"], timeout=15, what="recovery")
+
+
 def test_a_viewer_that_leaves_is_freed_at_once(server, upstream):
     select(server, "a")
     wait_until(lambda: not status(server)["transitioning"], what="first bytes")
@@ -214,6 +239,10 @@ def test_upstream_drop_marks_it_down_then_recovers_with_viewers_kept(server, ups
     upstream.refuse = True
     upstream.drop_all()
     wait_until(lambda: status(server)["upstream_down"], what="upstream_down")
+    assert status(server)["upstream_detail"] in {
+        "the upstream ended the stream",
+        "the upstream answered HTTP 503",
+    }
     stalled_at = len(viewer.data)
     upstream.refuse = False
     wait_until(lambda: not status(server)["upstream_down"], timeout=15, what="recovery")
@@ -231,6 +260,7 @@ def test_stalled_upstream_is_down_after_the_read_timeout(server, upstream):
 
     upstream.stall = True
     wait_until(lambda: status(server)["upstream_down"], timeout=5, what="upstream_down")
+    assert status(server)["upstream_detail"] == "the upstream stalled (timeout)"
     upstream.stall = False
 
     wait_until(lambda: not status(server)["upstream_down"], timeout=15, what="recovery")

@@ -91,8 +91,13 @@ async function select(channel) {
 async function refreshStatus() {
   current = await api("/api/admin/status");
   document.getElementById("channel-name").textContent = current.channel_name || "No channel";
-  document.getElementById("status-details").textContent =
-    `playlist version ${current.playlist_version}`;
+  document.getElementById("status-details").textContent = [
+    `playlist version ${current.playlist_version}`,
+    `${current.viewers} viewer${current.viewers === 1 ? "" : "s"}`,
+    current.upstream_down && current.upstream_detail,
+  ]
+    .filter(Boolean)
+    .join(" · ");
   const state = document.getElementById("state");
   const [label, kind] = !current.live
     ? ["off air", "off"]
