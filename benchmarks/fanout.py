@@ -129,6 +129,7 @@ def daphne(app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen, 
 
 
 def run_server(name: str, app: str, env: dict, args: argparse.Namespace, work: Path) -> list[Step]:
+    """Every step measured, up to and including the first that is not sustained."""
     process, port = daphne(app, env, work / f"{name}.log")
     try:
         if name == "project":
@@ -212,11 +213,14 @@ def main() -> None:
             ("bare", "benchmarks.bare_broadcaster:app", {"UPSTREAM_URL": upstream_url}),
         ]
         results: dict[str, list[Step]] = {name: [] for name, _, _ in servers}
+        cpu_at_first: dict[str, list[float]] = {name: [] for name, _, _ in servers}
         for round_ in range(1, args.rounds + 1):
             print(f"round {round_}", flush=True)
             for name, app, extra in servers:
-                step = best(run_server(name, app, {**env, **extra}, args, work))
-                results[name].append(step or Step(0, False, 0.0, 0.0))
+                steps = run_server(name, app, {**env, **extra}, args, work)
+                results[name].append(best(steps) or Step(0, False, 0.0, 0.0))
+                if steps[0].sustained:
+                    cpu_at_first[name].append(steps[0].cpu)
         connections = upstream_log.read_text().count("upstream connection")
     finally:
         upstream.terminate()
@@ -230,6 +234,12 @@ def main() -> None:
         print(f"{name:8}: largest sustained per round: {rounds}; median {medians[name]:g}")
     if medians["bare"]:
         print(f"ratio project / bare (medians): {medians['project'] / medians['bare']:.0%}")
+    for name, cpus in cpu_at_first.items():
+        if cpus:
+            print(
+                f"{name:8}: server CPU at {args.steps[0]} viewers: "
+                f"median {statistics.median(cpus):.2f} cores over {len(cpus)} rounds"
+            )
     runs = args.rounds * len(results)
     print(f"upstream connections: {connections} in {runs} server runs (one each)")
 
