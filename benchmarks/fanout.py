@@ -61,6 +61,8 @@ class Step:
     sustained: bool
     slowest_rate: float  # of the upstream's, for the slowest viewer
     cpu: float  # server process, cores
+    rss_growth_mb: float = 0.0  # server memory added during the window
+    median_rate: float = 0.0
 
 
 async def measure(port: int, viewers: int, bitrate: int, seconds: float, pid: int) -> Step:
@@ -81,24 +83,29 @@ async def measure(port: int, viewers: int, bitrate: int, seconds: float, pid: in
         await asyncio.sleep(0.05)
     await asyncio.sleep(SETTLE_SECONDS)
     before = [p.received for p in protocols]
-    cpu_before, started = cpu_seconds(pid), time.monotonic()
+    cpu_before, rss_before, started = cpu_seconds(pid), rss_mb(pid), time.monotonic()
     await asyncio.sleep(seconds)
     after = [p.received for p in protocols]
-    cpu_after, elapsed = cpu_seconds(pid), time.monotonic() - started
+    cpu_after, rss_after, elapsed = cpu_seconds(pid), rss_mb(pid), time.monotonic() - started
     lost = any(p.lost for p in protocols)
     for transport in transports:
         transport.abort()
     await asyncio.sleep(1.5)  # let the server clean up before the next step
     expected = bitrate / 8 * elapsed
-    slowest = min(b - a for a, b in zip(before, after, strict=True)) / expected
-    return Step(
-        viewers, slowest >= FULL_RATE and not lost, slowest, (cpu_after - cpu_before) / elapsed
-    )
+    rates = sorted((b - a) / expected for a, b in zip(before, after, strict=True))
+    cpu = (cpu_after - cpu_before) / elapsed
+    sustained = rates[0] >= FULL_RATE and not lost
+    return Step(viewers, sustained, rates[0], cpu, rss_after - rss_before, rates[len(rates) // 2])
 
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
 
 
 def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
@@ -146,8 +153,9 @@ def run_server(name: str, app: str, env: dict, args: argparse.Namespace, work: P
             step = asyncio.run(measure(port, viewers, args.bitrate, args.seconds, process.pid))
             steps.append(step)
             print(
-                f"  {name:8} {viewers:5} viewers: slowest {step.slowest_rate:6.1%} of the rate, "
-                f"server CPU {step.cpu:4.2f} cores -> "
+                f"  {name:8} {viewers:5} viewers: slowest {step.slowest_rate:6.1%} "
+                f"(median {step.median_rate:6.1%}) of the rate, "
+                f"server CPU {step.cpu:4.2f} cores, memory {step.rss_growth_mb:+6.1f} MB -> "
                 + ("ok" if step.sustained else "NOT sustained"),
                 flush=True,
             )

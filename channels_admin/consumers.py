@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import ClassVar
 
 from channels.exceptions import StopConsumer
@@ -24,6 +25,8 @@ TS_HEADERS = [
 ]
 TEXT = (b"Content-Type", b"text/plain; charset=utf-8")
 
+NextChunk = Callable[[], Awaitable[bytes | None]]
+
 
 class StreamingConsumer(AsyncHttpConsumer):
     """A GET that answers with an endless body, written by a separate task.
@@ -36,8 +39,9 @@ class StreamingConsumer(AsyncHttpConsumer):
     channel_layer_alias = None
     writer: asyncio.Task[None] | None = None
 
-    async def open_stream(self) -> AsyncIterator[bytes] | None:
-        """The body's chunks; or None after answering with an error response."""
+    async def open_stream(self) -> NextChunk | None:
+        """A coroutine function giving the body's next chunk (None at its end); or None after
+        answering with an error response."""
         raise NotImplementedError
 
     async def close_stream(self) -> None:
@@ -49,21 +53,25 @@ class StreamingConsumer(AsyncHttpConsumer):
         if self.scope["method"] != "GET":
             await self.send_response(405, b"method not allowed", headers=[TEXT, (b"Allow", b"GET")])
             raise StopConsumer()
-        chunks = await self.open_stream()
-        if chunks is None:
+        next_chunk = await self.open_stream()
+        if next_chunk is None:
             raise StopConsumer()
         await self.send_headers(status=200, headers=TS_HEADERS)
-        self.writer = asyncio.create_task(self._write(chunks))
+        self.writer = asyncio.create_task(self._write(next_chunk))
 
-    async def _write(self, chunks: AsyncIterator[bytes]) -> None:
-        gate = WriteGate(self.base_send)
+    async def _write(self, next_chunk: NextChunk) -> None:
+        # The innermost loop of the fan-out, run per viewer per chunk: kept to the fewest awaits.
+        send = self.base_send
+        gate = WriteGate(send)
+        writable = gate.open.is_set
         try:
-            async for data in chunks:
-                await gate.open.wait()
-                await self.send_body(data, more_body=True)
+            while (data := await next_chunk()) is not None:
+                if not writable():
+                    await gate.open.wait()
+                await send({"type": "http.response.body", "body": data, "more_body": True})
         finally:
             gate.release()
-        await self.send_body(b"")
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def disconnect(self) -> None:
         if self.writer is not None:
@@ -79,7 +87,7 @@ class TransportStreamConsumer(StreamingConsumer):
 
     subscription = None
 
-    async def open_stream(self) -> AsyncIterator[bytes] | None:
+    async def open_stream(self) -> NextChunk | None:
         hub = await stream_hub()
         if hub.upstream is None:
             await self.send_response(
@@ -88,13 +96,8 @@ class TransportStreamConsumer(StreamingConsumer):
                 headers=[TEXT, (b"Retry-After", b"5")],
             )
             return None
-        self.subscription = subscription = hub.subscribe()
-
-        async def chunks() -> AsyncIterator[bytes]:
-            while (data := await subscription.next_data()) is not None:
-                yield data
-
-        return chunks()
+        self.subscription = hub.subscribe()
+        return self.subscription.next_data
 
     async def close_stream(self) -> None:
         if self.subscription is not None:
@@ -109,17 +112,18 @@ class DemoChannelConsumer(StreamingConsumer):
     _running: ClassVar[int] = 0
     stop: threading.Event | None = None
 
-    async def open_stream(self) -> AsyncIterator[bytes] | None:
+    async def open_stream(self) -> NextChunk | None:
         number = self.scope["url_route"]["kwargs"]["number"]
         if DemoChannelConsumer._running >= self.MAX_ENCODERS:
             await self.send_response(503, b"too many demo streams", headers=[TEXT])
             return None
         DemoChannelConsumer._running += 1
         self.stop = threading.Event()
-        return _threaded(
+        chunks = _threaded(
             lambda: test_pattern_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
             self.stop,
         )
+        return functools.partial(anext, chunks, None)
 
     async def close_stream(self) -> None:
         if self.stop is not None:
