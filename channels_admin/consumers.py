@@ -3,6 +3,7 @@ status feed the viewer page listens to."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import functools
@@ -28,7 +29,7 @@ TEXT = (b"Content-Type", b"text/plain; charset=utf-8")
 NextChunk = Callable[[], Awaitable[bytes | None]]
 
 
-class StreamingConsumer(AsyncHttpConsumer):
+class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
     """A GET that answers with an endless body, written by a separate task.
 
     The task leaves this consumer free to receive ASGI messages, so a viewer's disconnect is
@@ -39,10 +40,10 @@ class StreamingConsumer(AsyncHttpConsumer):
     channel_layer_alias = None
     writer: asyncio.Task[None] | None = None
 
+    @abc.abstractmethod
     async def open_stream(self) -> NextChunk | None:
         """A coroutine function giving the body's next chunk (None at its end); or None after
         answering with an error response."""
-        raise NotImplementedError
 
     async def close_stream(self) -> None:
         """Free what :meth:`open_stream` took; called once when the response ends."""

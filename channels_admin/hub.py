@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-import httpx
+import aiohttp
 
 logger = logging.getLogger(__name__)
 
@@ -143,16 +143,16 @@ class Hub:
         on_event: EventCallback | None = None,
         backoff_initial: float = 0.5,
         backoff_max: float = 10.0,
-        read_size: int = 64 * 1024,
         flush_bytes: int = 64 * 1024,
         flush_seconds: float = 0.1,
     ) -> None:
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout, sock_read=read_timeout
+        )
         self._viewer_buffer_bytes = viewer_buffer_bytes
         self._on_event = on_event
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
-        self._read_size = read_size
         self._flush_bytes = flush_bytes
         self._flush_seconds = flush_seconds
         self._subscriptions: set[Subscription] = set()
@@ -212,9 +212,9 @@ class Hub:
                     for subscription in self._subscriptions:
                         subscription.push(data)
                 reason = "the upstream ended the stream"
-            except httpx.TimeoutException:
+            except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors too
                 reason = "the upstream stalled (timeout)"
-            except (httpx.HTTPError, UpstreamError) as error:
+            except (aiohttp.ClientError, UpstreamError) as error:
                 reason = str(error) or type(error).__name__
             except Exception as error:
                 # Whatever else goes wrong (a malformed URL, a bug) must not end the retries.
@@ -243,16 +243,23 @@ class Hub:
                 size, first = 0, False
 
     async def _read_once(self, upstream: Upstream) -> AsyncIterator[bytes]:
-        # A client per connection, closed on exit (also on cancel): no pooled connection lingers.
+        # A session per connection, closed on exit (also on cancel): no pooled connection
+        # lingers. aiohttp keeps reading the socket while its buffer has room and hands over
+        # everything buffered at once; a client that reads once per request of the consumer
+        # falls behind the stream when the event loop is busy with a thousand viewers.
         async with (
-            httpx.AsyncClient(timeout=self._timeout, follow_redirects=True) as client,
-            client.stream("GET", upstream.url, headers=dict(upstream.headers)) as response,
+            aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True, limit=1),
+                timeout=self._timeout,
+                auto_decompress=False,
+            ) as session,
+            session.get(upstream.url, headers=dict(upstream.headers)) as response,
         ):
-            if response.status_code != 200:
-                raise UpstreamError(f"the upstream answered HTTP {response.status_code}")
+            if response.status != 200:
+                raise UpstreamError(f"the upstream answered HTTP {response.status}")
             aligner = PacketAligner()
             first = True
-            async for raw in response.aiter_raw(self._read_size):
+            async for raw in response.content.iter_any():
                 if first and raw.lstrip()[:7] == b"#EXTM3U":
                     raise UpstreamError("the upstream sent an HLS playlist, not an MPEG-TS stream")
                 first = False

@@ -130,6 +130,7 @@ async def test_groups_with_counts_sorted_by_name(client, channels):
 async def test_select_channel_updates_status_and_points_the_hub(
     client, channels, upstream, hub_closed_after
 ):
+    upstream.stall = True  # no first bytes yet: the switch is still in progress
     response = await client.post(
         "/api/admin/channel", {"channel_id": "sport.one"}, content_type="application/json"
     )

@@ -7,8 +7,8 @@ import asyncio
 import io
 import json
 
+import aiohttp
 import av
-import httpx
 import pytest
 import websockets
 
@@ -30,15 +30,19 @@ def status_feed(server: str):
 
 
 async def read_bytes(
-    client: httpx.AsyncClient, url: str, size: int
-) -> tuple[httpx.Response, bytes]:
+    client: aiohttp.ClientSession, url: str, size: int
+) -> tuple[aiohttp.ClientResponse, bytes]:
     data = bytearray()
-    async with client.stream("GET", url) as response:
-        async for chunk in response.aiter_bytes():
+    async with client.get(url) as response:
+        async for chunk in response.content.iter_any():
             data += chunk
             if len(data) >= size:
                 break
     return response, bytes(data)
+
+
+def session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20))
 
 
 def decode_video(data: bytes) -> list[av.VideoFrame]:
@@ -53,10 +57,10 @@ def decode_video(data: bytes) -> list[av.VideoFrame]:
 
 
 async def test_demo_channel_is_live_h264(server):
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with session() as client:
         response, data = await read_bytes(client, f"{server}/tv/demo/1.ts", 120_000)
 
-    assert response.status_code == 200
+    assert response.status == 200
     assert response.headers["content-type"] == "video/mp2t"
     frames = decode_video(data)
     assert len(frames) >= 10
@@ -66,17 +70,19 @@ async def test_demo_channel_is_live_h264(server):
 async def test_default_playlist_plays_the_demo_channel_through_the_hub(server):
     async with status_feed(server) as feed:
         first = json.loads(await asyncio.wait_for(feed.recv(), 5))
-        async with httpx.AsyncClient(timeout=10) as client:
-            channels = (await client.get(f"{server}/api/admin/channels")).json()
-            selected = await client.post(
+        async with session() as client:
+            async with client.get(f"{server}/api/admin/channels") as listed:
+                channels = await listed.json()
+            async with client.post(
                 f"{server}/api/admin/channel", json={"channel_id": "demo.2"}
-            )
+            ) as answer:
+                selected = await answer.json()
             pushed = [json.loads(await asyncio.wait_for(feed.recv(), 5)) for _ in range(2)]
             response, data = await read_bytes(client, f"{server}/ts", 150_000)
 
     assert first["live"] is False
     assert [c["id"] for c in channels] == ["demo.1", "demo.2"]
-    assert selected.json() == {"status": "ok", "channel": "Test pattern 2"}
+    assert selected == {"status": "ok", "channel": "Test pattern 2"}
     assert pushed[0]["channel_name"] == "Test pattern 2"
     assert pushed[0]["transitioning"] is True
     assert pushed[1]["transitioning"] is False  # the first bytes arrived
@@ -91,7 +97,7 @@ async def test_default_playlist_plays_the_demo_channel_through_the_hub(server):
         "playlist_version": 1,
         "viewers": 0,
     }
-    assert response.status_code == 200
+    assert response.status == 200
     assert len(decode_video(data)) >= 10
 
 
