@@ -116,15 +116,17 @@ class Subscription:
         self._wakeup.set()
 
     async def next_data(self) -> bytes | None:
-        """Everything buffered since the last call (waiting for some), or None once ended."""
+        """The oldest buffered chunk (waiting for one), or None once ended.
+
+        One chunk at a time, never joined: under load a viewer's backlog would otherwise be
+        copied into ever larger writes just when the CPU is shortest."""
         while not self._chunks:
             if self.ended:
                 return None
             self._wakeup.clear()
             await self._wakeup.wait()
-        data = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
-        self._chunks.clear()
-        self._size = 0
+        data = self._chunks.popleft()
+        self._size -= len(data)
         return data
 
 

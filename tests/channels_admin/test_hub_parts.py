@@ -13,6 +13,11 @@ def packets(count: int, start: int = 0) -> bytes:
     )
 
 
+async def drain(subscription):
+    while (chunk := await subscription.next_data()) is not None:
+        yield chunk
+
+
 def test_aligner_skips_leading_garbage_and_holds_partial_packets():
     aligner = PacketAligner()
     stream = b"HTTP junk" + packets(5)
@@ -48,10 +53,11 @@ async def test_subscription_drops_the_oldest_chunks_beyond_its_limit():
     subscription = Subscription(limit_bytes=3 * TS_PACKET)
     for n in range(5):
         subscription.push(packets(1, start=n))
+    subscription.end()
 
-    data = await subscription.next_data()
+    data = [chunk async for chunk in drain(subscription)]
 
-    assert data == packets(3, start=2)
+    assert data == [packets(1, start=2), packets(1, start=3), packets(1, start=4)]
     assert subscription.dropped_bytes == 2 * TS_PACKET
 
 
