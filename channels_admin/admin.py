@@ -20,17 +20,6 @@ CHANNEL_PREVIEW = 50
 @admin.register(Playlist)
 class PlaylistAdmin(admin.ModelAdmin):
     list_display = ("name", "version", "channel_count", "loaded_at", "last_error")
-    fields = (
-        "name",
-        "source_path",
-        "source_url",
-        "version",
-        "loaded_at",
-        "epg_urls",
-        "last_error",
-        "last_error_at",
-        "channel_list",
-    )
     readonly_fields = (
         "version",
         "loaded_at",
@@ -39,6 +28,7 @@ class PlaylistAdmin(admin.ModelAdmin):
         "last_error_at",
         "channel_list",
     )
+    fields = ("name", "source_path", "source_url", *readonly_fields)
     actions = ["reload_now"]
     # A URL typed without a scheme means https (Django 6's default).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

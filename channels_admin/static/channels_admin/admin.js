@@ -1,5 +1,7 @@
 // The channel admin page, built on the admin JSON API (the same API any script can use).
 
+import { showState } from "./state.js";
+
 const SEARCH_DELAY_MS = 200;
 const STATUS_EVERY_MS = 2000;
 const SHOWN_MAX = 500; // rows drawn at once; the search narrows a 100,000-channel list
@@ -98,16 +100,7 @@ async function refreshStatus() {
   ]
     .filter(Boolean)
     .join(" · ");
-  const state = document.getElementById("state");
-  const [label, kind] = !current.live
-    ? ["off air", "off"]
-    : current.upstream_down
-      ? ["upstream down", "down"]
-      : current.transitioning
-        ? ["switching…", "switching"]
-        : ["live", "live"];
-  state.textContent = label;
-  state.className = `badge ${kind}`;
+  showState(document.getElementById("state"), current);
   for (const row of rows.children) {
     row.classList.toggle("active", row.dataset.url === current.current_stream_url);
   }

@@ -3,6 +3,8 @@
 // The server ends /ts when the channel changes; the player is then rebuilt, as it is after
 // any error, so the page follows the channel without a reload.
 
+import { showState } from "./state.js";
+
 const REBUILD_DELAY_MS = 1000;
 const REFRESH_EVERY_MS = 60 * 60 * 1000; // playlist details (name, logo) once an hour
 const FEED_RETRY_MAX_MS = 10000;
@@ -23,16 +25,7 @@ function showStatus(status) {
   const logo = document.getElementById("channel-logo");
   logo.hidden = !status.channel_logo;
   if (status.channel_logo) logo.src = status.channel_logo;
-  const state = document.getElementById("state");
-  const [label, kind] = !status.live
-    ? ["off air", "off"]
-    : status.upstream_down
-      ? ["upstream down", "down"]
-      : status.transitioning
-        ? ["switching…", "switching"]
-        : ["live", "live"];
-  state.textContent = label;
-  state.className = `badge ${kind}`;
+  showState(document.getElementById("state"), status);
   if (status.live && !player && !rebuildTimer) buildPlayer();
 }
 
