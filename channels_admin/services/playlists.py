@@ -228,9 +228,9 @@ def _channels_insert(rows: Iterable[tuple]) -> None:
     table = connection.ops.quote_name(Channel._meta.db_table)
     columns = [Channel._meta.get_field(name).column for name in INSERT_FIELDS]
     quoted = ", ".join(connection.ops.quote_name(column) for column in columns)
-    placeholders = ", ".join(["%s"] * len(columns))
+    parameters = ", ".join(["%s"] * len(columns))
     with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({placeholders})", rows)  # noqa: S608
+        cursor.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({parameters})", rows)  # noqa: S608
 
 
 def _extra_attrs_json(attrs: dict[str, str]) -> str:
