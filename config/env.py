@@ -59,6 +59,19 @@ def env_list(
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_options(name: str, *, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """``key=value,key=value`` as a dict; empty when unset."""
+    options: dict[str, str] = {}
+    for item in env_list(name, [], environ=environ):
+        key, separator, value = item.partition("=")
+        if not separator or not key.strip():
+            raise ImproperlyConfigured(
+                f"{name} must be key=value pairs separated by commas, got {item!r}"
+            )
+        options[key.strip()] = value.strip()
+    return options
+
+
 def secret_key_load(*, environ: Mapping[str, str] = os.environ, path: Path) -> str:
     """Return ``SECRET_KEY`` from the environment, else from ``path``.
 

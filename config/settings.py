@@ -15,6 +15,7 @@ from config.env import (
     env_bool,
     env_int,
     env_list,
+    env_options,
     env_str,
     secret_key_load,
 )
@@ -119,7 +120,9 @@ GRAPHENE = {
     "SCHEMA_OUTPUT": str(BASE_DIR / "schema.graphql"),
 }
 
+# The engine behind the segmentation API, and its options (checked at start-up).
 SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "classic")
+SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
 

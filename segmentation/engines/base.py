@@ -1,0 +1,251 @@
+"""The engine interface every segmentation engine implements, shaped after SAM 2's video predictor.
+
+An :class:`Engine` is built once per process with its options and opens a :class:`VideoState`
+per video. A state holds the prompts (clicked points per object and frame) and answers:
+
+- :meth:`VideoState.add_points`: new clicks for one object on one frame; returns the masks of
+  every object on that frame.
+- :meth:`VideoState.clear_points_in_frame`, :meth:`VideoState.clear_points_in_video`,
+  :meth:`VideoState.remove_object`: forget prompts.
+- :meth:`VideoState.propagate`: carry the masks through the video, from a start frame forward to
+  the end and then backward to the start of the video, yielding each frame's masks as it goes and
+  checking a cancel flag between frames.
+
+Masks are boolean ``H x W`` arrays at the video's own resolution, keyed by object ID, and never
+overlap: each pixel belongs to at most one object. Points are normalized ``[x, y]`` in [0, 1];
+labels are 1 (positive: the object is here) or 0 (negative: it is not). Engines know nothing of
+Django: frames in, numpy masks out. Invalid prompts raise :class:`PromptError`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+import threading
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from segmentation.engines.frames import FrameSource
+
+Masks = dict[int, np.ndarray]
+
+
+class PromptError(ValueError):
+    """A prompt the engine cannot take: a bad point, label, frame index or object ID."""
+
+
+class EngineConfigError(ValueError):
+    """An unknown engine name or a bad engine option."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The clicks of one object on one frame: ``points`` in pixels (N x 2, x then y)."""
+
+    points: np.ndarray
+    labels: np.ndarray
+
+    def extended(self, other: Prompt) -> Prompt:
+        return Prompt(
+            np.concatenate([self.points, other.points]), np.concatenate([self.labels, other.labels])
+        )
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Base of each engine's options: typed fields with defaults, parsed from strings."""
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> EngineOptions:
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        types = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for key, text in raw.items():
+            if key not in fields:
+                known = ", ".join(sorted(fields)) or "none"
+                raise EngineConfigError(f"unknown option {key!r} (known options: {known})")
+            values[key] = _parse_value(key, text, types[key])
+        try:
+            return cls(**values)
+        except (TypeError, ValueError) as error:
+            raise EngineConfigError(str(error)) from None
+
+
+_KINDS = {int: "an integer", float: "a number", bool: "a boolean (1/0, true/false)"}
+
+
+def _parse_value(key: str, text: str, kind: Any) -> Any:
+    try:
+        if kind is bool:
+            lowered = text.strip().lower()
+            if lowered not in {"1", "0", "true", "false", "yes", "no", "on", "off"}:
+                raise ValueError
+            return lowered in {"1", "true", "yes", "on"}
+        value = kind(text)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError
+        return value
+    except ValueError:
+        expected = _KINDS.get(kind, getattr(kind, "__name__", str(kind)))
+        raise EngineConfigError(f"option {key!r} must be {expected}, got {text!r}") from None
+
+
+class Engine(abc.ABC):
+    """A segmentation engine; one instance serves every session of a process."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type[EngineOptions]] = EngineOptions
+
+    def __init__(self, options: EngineOptions | None = None) -> None:
+        self.options = options if options is not None else self.Options()
+
+    @abc.abstractmethod
+    def open(self, frames: FrameSource) -> VideoState:
+        """A new per-video state over ``frames``, with no prompts."""
+
+
+class VideoState(abc.ABC):
+    """One video's prompts and results. Not thread-safe: callers serialize operations on a state
+    (the cancel flag given to :meth:`propagate` is the exception, and may be set from anywhere).
+
+    This base class validates input and keeps the prompts; engines implement the ``_`` methods.
+    """
+
+    def __init__(self, frames: FrameSource) -> None:
+        self.frames = frames
+        self.prompts: dict[int, dict[int, Prompt]] = {}  # object ID -> frame index -> clicks
+        self.object_ids: list[int] = []  # in order of first appearance
+
+    @property
+    def frame_count(self) -> int:
+        return len(self.frames)
+
+    def add_points(
+        self,
+        *,
+        frame_index: int,
+        object_id: int,
+        points: Sequence[Sequence[float]],
+        labels: Sequence[int],
+        clear_old_points: bool = True,
+    ) -> Masks:
+        """Add clicks for ``object_id`` on ``frame_index``; the masks of every object there."""
+        self._check_frame(frame_index)
+        self._check_object(object_id)
+        prompt = self._prompt(points, labels)
+        frames = self.prompts.setdefault(object_id, {})
+        if object_id not in self.object_ids:
+            self.object_ids.append(object_id)
+        old = frames.get(frame_index)
+        frames[frame_index] = prompt if clear_old_points or old is None else old.extended(prompt)
+        return self._segment(frame_index, object_id)
+
+    def clear_points_in_frame(self, *, frame_index: int, object_id: int) -> Masks:
+        """Forget ``object_id``'s clicks on ``frame_index``; the masks of every object there."""
+        self._check_frame(frame_index)
+        self._check_object(object_id)
+        self.prompts.get(object_id, {}).pop(frame_index, None)
+        return self._cleared(frame_index, object_id)
+
+    def clear_points_in_video(self) -> None:
+        """Forget every prompt and every object."""
+        self.prompts.clear()
+        self.object_ids.clear()
+        self._reset()
+
+    def remove_object(self, *, object_id: int) -> None:
+        """Forget ``object_id`` and its prompts; unknown IDs are ignored."""
+        self._check_object(object_id)
+        self.prompts.pop(object_id, None)
+        if object_id in self.object_ids:
+            self.object_ids.remove(object_id)
+            self._removed(object_id)
+
+    def propagate(
+        self, *, start_frame_index: int = 0, cancel: threading.Event | None = None
+    ) -> Iterator[tuple[int, Masks]]:
+        """Yield ``(frame_index, masks)`` from ``start_frame_index`` to the last frame, then from
+        the frame before the start back to the first; stop early once ``cancel`` is set."""
+        self._check_frame(start_frame_index)
+        order = [
+            *range(start_frame_index, self.frame_count),
+            *range(start_frame_index - 1, -1, -1),
+        ]
+        self._start_pass(start_frame_index)
+        for frame_index in order:
+            if cancel is not None and cancel.is_set():
+                return
+            reverse = frame_index < start_frame_index
+            if frame_index == start_frame_index - 1:
+                self._start_pass(start_frame_index)
+            yield frame_index, self._track(frame_index, reverse=reverse)
+
+    def close(self) -> None:  # noqa: B027 (most engines hold nothing that needs freeing)
+        """Free what the state holds (caches, device memory)."""
+
+    # What engines implement.
+    @abc.abstractmethod
+    def _segment(self, frame_index: int, object_id: int) -> Masks:
+        """Recompute ``object_id`` on ``frame_index`` from its prompts there; every mask there."""
+
+    @abc.abstractmethod
+    def _cleared(self, frame_index: int, object_id: int) -> Masks:
+        """The object's prompts on the frame are gone; every mask on the frame."""
+
+    @abc.abstractmethod
+    def _reset(self) -> None:
+        """Every prompt and object is gone."""
+
+    @abc.abstractmethod
+    def _removed(self, object_id: int) -> None:
+        """The object and its prompts are gone."""
+
+    @abc.abstractmethod
+    def _start_pass(self, frame_index: int) -> None:
+        """A pass of propagation (forward, then backward) sets out from ``frame_index``."""
+
+    @abc.abstractmethod
+    def _track(self, frame_index: int, *, reverse: bool) -> Masks:
+        """The masks on ``frame_index``: the pass's start frame, or the frame after (before, when
+        ``reverse``) the one tracked last."""
+
+    # Validation.
+    def _check_frame(self, frame_index: int) -> None:
+        if isinstance(frame_index, bool) or not isinstance(frame_index, int | np.integer):
+            raise PromptError(f"frame index must be an integer, got {frame_index!r}")
+        if not 0 <= frame_index < self.frame_count:
+            raise PromptError(
+                f"frame index {frame_index} is outside the video's frames 0..{self.frame_count - 1}"
+            )
+
+    @staticmethod
+    def _check_object(object_id: int) -> None:
+        if isinstance(object_id, bool) or not isinstance(object_id, int | np.integer):
+            raise PromptError(f"object ID must be an integer, got {object_id!r}")
+        if object_id < 0:
+            raise PromptError(f"object ID must not be negative, got {object_id}")
+
+    def _prompt(self, points: Sequence[Sequence[float]], labels: Sequence[int]) -> Prompt:
+        try:
+            xy = np.asarray(points, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise PromptError("points must be a list of [x, y] pairs of numbers") from None
+        if xy.size == 0:
+            raise PromptError("at least one point is needed")
+        if xy.ndim != 2 or xy.shape[1] != 2:
+            raise PromptError("points must be a list of [x, y] pairs of numbers")
+        if len(labels) != len(xy):
+            raise PromptError(
+                f"points and labels differ in length: {len(xy)} points, {len(labels)} labels"
+            )
+        if not np.isfinite(xy).all() or (xy < 0).any() or (xy > 1).any():
+            raise PromptError("point coordinates must be normalized to [0, 1]")
+        if any(isinstance(label, bool) or label not in (0, 1) for label in labels):
+            raise PromptError("labels must be 1 (positive) or 0 (negative)")
+        size = np.array([self.frames.width - 1, self.frames.height - 1], dtype=np.float64)
+        return Prompt(xy * size, np.asarray(labels, dtype=np.int8))

@@ -1,0 +1,271 @@
+"""The weight-free default engine: graph cuts from clicks, optical flow to propagate.
+
+- Clicks act one by one through :func:`~segmentation.engines.cutout.cut_clicks`, each correcting
+  the mask the earlier ones left. The frame becomes an anchor for the object, holding its clicks
+  and mask (and, once propagation needs them, the colour models learned there). When the frame
+  had a propagated mask before its first click, the clicks correct that mask. A new list of
+  clicks that extends the anchor's only applies the new ones (the SAM 2 demo resends every click
+  each time); any other list is replayed from the start.
+- Propagation carries each object's mask to the next frame along DIS optical flow and re-cuts a
+  band around its edge with the colour models of the last anchor passed (or the nearest one). On
+  an anchor the propagated mask is replaced by the anchor's, so later clicks correct from there.
+- All work happens at a working size (``work_size`` on the long side); masks are scaled back to
+  the video's resolution on output, where each pixel goes to at most one object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
+from segmentation.engines.cutout import Click, ColourModel, colour_model, cut_clicks, cut_in_band
+from segmentation.engines.flow import PRESETS, FlowWarp, warp
+from segmentation.engines.frames import FrameSource
+
+
+@dataclass(frozen=True)
+class ClassicOptions(EngineOptions):
+    work_size: int = 480  # pixels on the long side of the frames the engine works on
+    flow_preset: str = "fast"  # DIS optical flow: ultrafast, fast or medium
+    band: float = 0.04  # re-cut band on propagation, as a share of the object's size
+    click_radius: int = 3  # pixels around a click that are certainly in (or out)
+    click_iterations: int = 3  # GrabCut rounds when clicked
+
+    def __post_init__(self) -> None:
+        if not 64 <= self.work_size <= 4096:
+            raise ValueError(f"work_size must be within 64..4096, got {self.work_size}")
+        if self.flow_preset not in PRESETS:
+            raise ValueError(
+                f"flow_preset must be one of {', '.join(PRESETS)}, got {self.flow_preset!r}"
+            )
+        if not 0 < self.band <= 0.5:
+            raise ValueError(f"band must be within (0, 0.5], got {self.band}")
+        if not 1 <= self.click_radius <= 50:
+            raise ValueError(f"click_radius must be within 1..50, got {self.click_radius}")
+        if not 1 <= self.click_iterations <= 10:
+            raise ValueError(f"click_iterations must be within 1..10, got {self.click_iterations}")
+
+
+class ClassicEngine(Engine):
+    name = "classic"
+    Options = ClassicOptions
+
+    def open(self, frames: FrameSource) -> ClassicVideoState:
+        return ClassicVideoState(frames, self.options)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    clicks: list[Click]  # working-size pixels
+    mask: np.ndarray  # bool, working size
+    prior: np.ndarray | None  # the propagated mask the clicks corrected, if any
+    model: ColourModel | None = None  # learned when propagation first needs it
+
+
+@dataclass
+class _Working:
+    """A frame at working size: the colour image and its grey levels."""
+
+    index: int
+    image: np.ndarray
+    grey: np.ndarray
+
+
+class ClassicVideoState(VideoState):
+    def __init__(self, frames: FrameSource, options: ClassicOptions) -> None:
+        super().__init__(frames)
+        self._options = options
+        scale = min(1.0, options.work_size / max(frames.width, frames.height))
+        self._work_size = (
+            max(round(frames.width * scale), 1),
+            max(round(frames.height * scale), 1),
+        )
+        self._anchors: dict[int, dict[int, Anchor]] = {}
+        self._results: dict[int, dict[int, np.ndarray]] = {}  # packed working-size masks
+        self._flow = FlowWarp(options.flow_preset)
+        self._carried: dict[int, np.ndarray | None] = {}
+        self._models: dict[int, ColourModel | None] = {}
+        self._previous: _Working | None = None
+        self._origin = -1
+
+    # Clicks.
+    def _segment(self, frame_index: int, object_id: int) -> Masks:
+        prompt = self.prompts[object_id][frame_index]
+        scale = np.array(self._work_size, np.float64) / (self.frames.width, self.frames.height)
+        clicks = [
+            Click(float(x), float(y), bool(label))
+            for (x, y), label in zip(prompt.points * scale, prompt.labels, strict=True)
+        ]
+        anchors = self._anchors.setdefault(object_id, {})
+        old = anchors.get(frame_index)
+        prior = old.prior if old is not None else self._result(object_id, frame_index)
+        if old is not None and old.clicks == clicks[: len(old.clicks)]:
+            start, done = old.mask, len(old.clicks)
+        else:
+            width, height = self._work_size
+            start, done = (prior if prior is not None else np.zeros((height, width), bool)), 0
+        mask = cut_clicks(
+            self._working(frame_index).image,
+            clicks,
+            start=start,
+            done=done,
+            click_radius=self._options.click_radius,
+            iterations=self._options.click_iterations,
+        )
+        anchors[frame_index] = Anchor(clicks, mask, prior)
+        self._store(object_id, frame_index, mask)
+        return self._output(frame_index)
+
+    def _cleared(self, frame_index: int, object_id: int) -> Masks:
+        self._anchors.get(object_id, {}).pop(frame_index, None)
+        self._results.get(object_id, {}).pop(frame_index, None)
+        return self._output(frame_index)
+
+    def _reset(self) -> None:
+        self._anchors.clear()
+        self._results.clear()
+        self._carried.clear()
+        self._models.clear()
+
+    def _removed(self, object_id: int) -> None:
+        for per_object in (self._anchors, self._results, self._carried, self._models):
+            per_object.pop(object_id, None)
+
+    # Propagation.
+    def _start_pass(self, frame_index: int) -> None:
+        self._origin = frame_index
+        start = self._working(frame_index)
+        for object_id in self.object_ids:
+            anchors = self._anchors.get(object_id, {})
+            if frame_index in anchors:
+                carried = anchors[frame_index].mask
+                model = self._anchor_model(object_id, frame_index)
+            elif (carried := self._result(object_id, frame_index)) is not None:
+                model = self._nearest_model(object_id, frame_index)
+            else:
+                carried, model = self._bring(object_id, frame_index)
+            self._carried[object_id], self._models[object_id] = carried, model
+        self._previous = start
+
+    def _bring(
+        self, object_id: int, frame_index: int
+    ) -> tuple[np.ndarray | None, ColourModel | None]:
+        """Track the object from its nearest anchor to ``frame_index``, so that a pass starting
+        on a frame it has no mask on yet still carries it."""
+        anchors = self._anchors.get(object_id, {})
+        if not anchors:
+            return None, None
+        source = min(anchors, key=lambda i: (abs(i - frame_index), i))
+        carried, model = anchors[source].mask, self._anchor_model(object_id, source)
+        step = 1 if frame_index > source else -1
+        previous = self._working(source)
+        for index in range(source + step, frame_index + step, step):
+            current = self._working(index)
+            where_from = self._flow.backward_map(previous.grey, current.grey)
+            carried, model = self._carry(carried, model, current, where_from)
+            previous = current
+        return carried, model
+
+    def _track(self, frame_index: int, *, reverse: bool) -> Masks:
+        if frame_index != self._origin:
+            current = self._working(frame_index)
+            where_from = self._flow.backward_map(self._previous.grey, current.grey)
+            for object_id in self.object_ids:
+                anchors = self._anchors.get(object_id, {})
+                if frame_index in anchors:
+                    carried = anchors[frame_index].mask
+                    model = self._anchor_model(object_id, frame_index)
+                else:
+                    carried, model = self._carry(
+                        self._carried.get(object_id),
+                        self._models.get(object_id),
+                        current,
+                        where_from,
+                    )
+                self._carried[object_id], self._models[object_id] = carried, model
+            self._previous = current
+        for object_id in self.object_ids:
+            carried = self._carried.get(object_id)
+            if carried is None:
+                self._results.get(object_id, {}).pop(frame_index, None)
+            else:
+                self._store(object_id, frame_index, carried)
+        return self._output(frame_index)
+
+    def _carry(
+        self,
+        carried: np.ndarray | None,
+        model: ColourModel | None,
+        current: _Working,
+        where_from: np.ndarray,
+    ) -> tuple[np.ndarray | None, ColourModel | None]:
+        """One object's mask moved along the flow onto ``current`` and re-cut at its edge."""
+        if carried is None or not carried.any() or model is None:
+            return None, model
+        moved = warp(carried.astype(np.float32), where_from) > 0.5
+        band = max(2, round(self._options.band * np.sqrt(np.count_nonzero(moved))))
+        carried = cut_in_band(current.image, moved, model, band=band)
+        # Objects turn and the light changes: the next frame's colours are this frame's.
+        return carried, colour_model(current.image, carried) or model
+
+    # Bookkeeping.
+    def _working(self, frame_index: int) -> _Working:
+        if self._previous is not None and self._previous.index == frame_index:
+            return self._previous
+        image = cv2.resize(
+            self.frames.frame(frame_index), self._work_size, interpolation=cv2.INTER_AREA
+        )
+        return _Working(frame_index, image, cv2.cvtColor(image, cv2.COLOR_RGB2GRAY))
+
+    def _nearest_model(self, object_id: int, frame_index: int) -> ColourModel | None:
+        anchors = self._anchors.get(object_id, {})
+        for index in sorted(anchors, key=lambda i: (abs(i - frame_index), i)):
+            model = self._anchor_model(object_id, index)
+            if model is not None:
+                return model
+        return None
+
+    def _anchor_model(self, object_id: int, frame_index: int) -> ColourModel | None:
+        anchor = self._anchors[object_id][frame_index]
+        if anchor.model is None and anchor.mask.any():
+            model = colour_model(self._working(frame_index).image, anchor.mask)
+            anchor = self._anchors[object_id][frame_index] = dataclasses.replace(
+                anchor, model=model
+            )
+        return anchor.model
+
+    def _store(self, object_id: int, frame_index: int, mask: np.ndarray) -> None:
+        self._results.setdefault(object_id, {})[frame_index] = np.packbits(mask)
+
+    def _result(self, object_id: int, frame_index: int) -> np.ndarray | None:
+        packed = self._results.get(object_id, {}).get(frame_index)
+        if packed is None:
+            return None
+        width, height = self._work_size
+        return np.unpackbits(packed, count=width * height).reshape(height, width).astype(bool)
+
+    def _output(self, frame_index: int) -> Masks:
+        """Every object's mask on the frame at the video's size, each pixel to one object."""
+        size = (self.frames.width, self.frames.height)
+        shape = (self.frames.height, self.frames.width)
+        soft = []
+        for object_id in self.object_ids:
+            mask = self._result(object_id, frame_index)
+            if mask is None:
+                soft.append(np.zeros(shape, np.float32))
+            else:
+                smooth = cv2.GaussianBlur(mask.astype(np.float32), (3, 3), 0)
+                soft.append(cv2.resize(smooth, size, interpolation=cv2.INTER_LINEAR))
+        if not soft:
+            return {}
+        stack = np.stack(soft)
+        owner = np.argmax(stack, axis=0)
+        covered = stack.max(axis=0) > 0.5
+        return {
+            object_id: covered & (owner == number)
+            for number, object_id in enumerate(self.object_ids)
+        }

@@ -1,0 +1,152 @@
+"""Running an engine over a sequence the way a user would, and scoring what it returns.
+
+For each object of the first frame, clicks are added one round at a time (every object's first
+click, then every object's second...) following :mod:`segmentation.evaluation.clicks`; then the
+masks are propagated through the sequence from the first frame. J and F are averaged over every
+frame but the first, per object, then over the objects. Only time spent inside the engine counts
+towards the speed figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from segmentation.engines.base import Engine, Masks
+from segmentation.evaluation.clicks import first_click, next_click
+from segmentation.evaluation.davis import Sequence
+from segmentation.evaluation.metrics import boundary_measure, region_similarity
+
+Progress = Callable[[int], None]  # called with the number of frames just done
+
+
+@dataclass(frozen=True)
+class Score:
+    J: float  # region similarity
+    F: float  # boundary measure
+    JF: float  # their mean
+    fps: float  # propagation: frames x objects per second
+    click_ms: float  # median time to answer one click
+
+    def as_dict(self) -> dict[str, float]:
+        return {key: round(value, 4) for key, value in asdict(self).items()}
+
+
+def score_mean(scores: list[Score]) -> Score:
+    def mean(name: str) -> float:
+        return statistics.fmean(getattr(score, name) for score in scores)
+
+    return Score(mean("J"), mean("F"), mean("JF"), mean("fps"), mean("click_ms"))
+
+
+def evaluate_sequence(
+    engine: Engine,
+    sequence: Sequence,
+    *,
+    clicks: int,
+    progress: Progress | None = None,
+    dump_dir: Path | None = None,
+) -> Score:
+    frames = sequence.frames()
+    state = engine.open(frames)
+    try:
+        first_truth = sequence.truth(0)
+        object_ids = sorted(first_truth)
+        click_seconds = _click(state, first_truth, clicks, frames.width, frames.height)
+        regions: dict[int, list[float]] = {object_id: [] for object_id in object_ids}
+        boundaries: dict[int, list[float]] = {object_id: [] for object_id in object_ids}
+        propagation = state.propagate(start_frame_index=0)
+        engine_seconds, frame_count = 0.0, 0
+        while True:
+            started = time.perf_counter()
+            step = next(propagation, None)
+            engine_seconds += time.perf_counter() - started
+            if step is None:
+                break
+            frame_index, masks = step
+            frame_count += 1
+            if dump_dir is not None:
+                _dump(dump_dir, sequence.annotation_paths[frame_index].name, masks, frames)
+            if frame_index > 0:
+                truth = sequence.truth(frame_index)
+                for object_id in object_ids:
+                    mask = masks.get(object_id, _empty(frames))
+                    expected = truth.get(object_id, _empty(frames))
+                    regions[object_id].append(region_similarity(mask, expected))
+                    boundaries[object_id].append(boundary_measure(mask, expected))
+            if progress is not None:
+                progress(1)
+    finally:
+        state.close()
+        frames.close()
+    region = statistics.fmean(statistics.fmean(values) for values in regions.values())
+    boundary = statistics.fmean(statistics.fmean(values) for values in boundaries.values())
+    return Score(
+        J=region,
+        F=boundary,
+        JF=(region + boundary) / 2,
+        fps=frame_count * len(object_ids) / engine_seconds if engine_seconds else 0.0,
+        click_ms=statistics.median(click_seconds) * 1000 if click_seconds else 0.0,
+    )
+
+
+def _click(
+    state, truths: dict[int, np.ndarray], clicks: int, width: int, height: int
+) -> list[float]:
+    """Add up to ``clicks`` clicks per object on frame 0; the seconds each took."""
+    masks: Masks = {}
+    seconds = []
+    for round_ in range(clicks):
+        for object_id, truth in truths.items():
+            if round_ == 0:
+                click = first_click(truth)
+            else:
+                click = next_click(masks.get(object_id, np.zeros_like(truth)), truth)
+                if click is None:
+                    continue
+            started = time.perf_counter()
+            masks = state.add_points(
+                frame_index=0,
+                object_id=object_id,
+                points=[[click.x / (width - 1), click.y / (height - 1)]],
+                labels=[int(click.positive)],
+                clear_old_points=False,
+            )
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def _empty(frames) -> np.ndarray:
+    return np.zeros((frames.height, frames.width), bool)
+
+
+def _dump(folder: Path, name: str, masks: Masks, frames) -> None:
+    """One palette PNG per frame, pixel value = object ID (DAVIS layout)."""
+    labels = np.zeros((frames.height, frames.width), np.uint8)
+    for object_id, mask in masks.items():
+        labels[mask] = object_id
+    image = Image.fromarray(labels, mode="P")
+    image.putpalette(davis_palette())
+    folder.mkdir(parents=True, exist_ok=True)
+    image.save(folder / name)
+
+
+def davis_palette() -> list[int]:
+    """The DAVIS colour map: object n gets the colour of n's bits spread over R, G and B."""
+    palette = []
+    for index in range(256):
+        red = green = blue = 0
+        value = index
+        for bit in range(8):
+            red |= ((value >> 0) & 1) << (7 - bit)
+            green |= ((value >> 1) & 1) << (7 - bit)
+            blue |= ((value >> 2) & 1) << (7 - bit)
+            value >>= 3
+        palette += [red, green, blue]
+    return palette

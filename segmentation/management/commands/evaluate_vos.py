@@ -1,0 +1,160 @@
+"""``manage.py evaluate_vos DIR [DIR ...]``: J&F of an engine on DAVIS-layout sequences.
+
+Each DIR is a sequence folder (``JPEGImages/``, ``Annotations/``) or a folder of them. The
+simulated user and the measures are described in :mod:`segmentation.evaluation.runner`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from segmentation.engines import EngineConfigError, engine_create
+from segmentation.evaluation.davis import Sequence, SequenceError
+from segmentation.evaluation.runner import Score, evaluate_sequence, score_mean
+
+
+class Command(BaseCommand):
+    help = "Measure a segmentation engine (J, F, speed) on DAVIS-layout sequences."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("dirs", nargs="+", type=Path, help="sequence folders, or their parent")
+        parser.add_argument("--engine", default=None, help="engine name (default: the setting)")
+        parser.add_argument(
+            "--option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="an engine option; repeat for several",
+        )
+        parser.add_argument(
+            "--clicks", default="3", help="comma-separated click counts to measure (default: 3)"
+        )
+        parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
+        parser.add_argument("--dump-masks", type=Path, help="write the masks here as PNGs")
+
+    def handle(self, *args: object, **options: object) -> None:
+        name = options["engine"] or settings.SEGMENTATION_ENGINE
+        raw_options = _key_values(options["option"])
+        try:
+            engine = engine_create(name, raw_options)
+        except EngineConfigError as error:
+            raise CommandError(f"engine {name!r}: {error}") from None
+        click_counts = _click_counts(options["clicks"])
+        sequences = _sequences(options["dirs"])
+        total = sum(len(s.annotation_paths) for s in sequences) * len(click_counts)
+        progress = _ProgressBar(total, sys.stderr)
+        results: dict[str, dict[str, object]] = {}
+        for clicks in click_counts:
+            scores: dict[str, Score] = {}
+            for sequence in sequences:
+                progress.label = f"{sequence.name}, {clicks} click{'s' * (clicks != 1)}"
+                dump = options["dump_masks"]
+                scores[sequence.name] = evaluate_sequence(
+                    engine,
+                    sequence,
+                    clicks=clicks,
+                    progress=progress.advance,
+                    dump_dir=dump / str(clicks) / sequence.name if dump else None,
+                )
+            results[str(clicks)] = {
+                "sequences": {n: score.as_dict() for n, score in scores.items()},
+                "mean": score_mean(list(scores.values())).as_dict(),
+            }
+        progress.close()
+        self._report(name, results)
+        if options["json"]:
+            path: Path = options["json"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"clicks": results}, indent=2) + "\n")
+            self.stdout.write(f"wrote {path}")
+
+    def _report(self, engine: str, results: dict[str, dict[str, object]]) -> None:
+        self.stdout.write(f"engine {engine}")
+        header = (
+            f"{'sequence':24} {'clicks':>6} {'J':>6} {'F':>6} {'J&F':>6} {'fps':>7} {'click ms':>9}"
+        )
+        self.stdout.write(header)
+        for clicks, result in results.items():
+            rows = [*result["sequences"].items(), ("mean", result["mean"])]
+            for sequence, score in rows:
+                self.stdout.write(
+                    f"{sequence:24} {clicks:>6} {score['J']:6.3f} {score['F']:6.3f} "
+                    f"{score['JF']:6.3f} {score['fps']:7.1f} {score['click_ms']:9.1f}"
+                )
+
+
+def _key_values(items: list[str]) -> dict[str, str]:
+    options = {}
+    for item in items:
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise CommandError(f"--option takes KEY=VALUE, got {item!r}")
+        options[key] = value
+    return options
+
+
+def _click_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(count < 1 for count in counts):
+        raise CommandError(f"--clicks takes positive integers separated by commas, got {text!r}")
+    return sorted(set(counts))
+
+
+def _sequences(folders: list[Path]) -> list[Sequence]:
+    sequences = []
+    for folder in folders:
+        if not folder.is_dir():
+            raise CommandError(f"{folder} is not a folder")
+        candidates = [folder] if (folder / "JPEGImages").is_dir() else sorted(folder.iterdir())
+        found = [c for c in candidates if (c / "JPEGImages").is_dir()]
+        if not found:
+            raise CommandError(
+                f"{folder} holds no DAVIS-layout sequence (JPEGImages/, Annotations/)"
+            )
+        for candidate in found:
+            try:
+                sequences.append(Sequence.load(candidate))
+            except SequenceError as error:
+                raise CommandError(str(error)) from None
+    return sequences
+
+
+class _ProgressBar:
+    """``[#####.....] 120/400 frames  blackswan, 3 clicks`` on one line of a stream."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream) -> None:
+        self.total, self.done, self.label = total, 0, ""
+        self._stream = stream
+        self._shown = 0.0
+        self._logged = ""
+
+    def advance(self, frames: int) -> None:
+        self.done += frames
+        if not self._stream.isatty():  # a log gets one line per sequence, not a redraw
+            if self.label != self._logged:
+                self._logged = self.label
+                self._stream.write(f"{self.done}/{self.total} frames  {self.label}\n")
+            return
+        now = time.monotonic()
+        if now - self._shown >= 0.1 or self.done == self.total:
+            self._shown = now
+            filled = self.WIDTH * self.done // max(self.total, 1)
+            bar = "#" * filled + "." * (self.WIDTH - filled)
+            self._stream.write(f"\r[{bar}] {self.done}/{self.total} frames  {self.label:40}")
+            self._stream.flush()
+
+    def close(self) -> None:
+        if self._stream.isatty():
+            self._stream.write("\n")
+        self._stream.flush()
