@@ -119,7 +119,9 @@ class VideoFileFrames(FrameSource):
         try:
             self._container = av.open(str(self._path))
         except (av.error.FFmpegError, OSError) as error:
-            raise FrameSourceError(f"{self._path.name} is not a readable video: {error}") from None
+            raise FrameSourceError(
+                f"{self._path.name} is not a readable video ({_reason(error)})"
+            ) from None
         if not self._container.streams.video:
             self._container.close()
             raise FrameSourceError(f"{self._path.name} has no video stream")
@@ -129,7 +131,7 @@ class VideoFileFrames(FrameSource):
             self._timestamps, self._keyframes = self._index()
         except av.error.FFmpegError as error:
             self._container.close()
-            raise FrameSourceError(f"{self._path.name} cannot be demuxed: {error}") from None
+            raise FrameSourceError(f"{self._path.name} cannot be read ({_reason(error)})") from None
         if not self._timestamps:
             self._container.close()
             raise FrameSourceError(f"{self._path.name} has no video frames")
@@ -179,7 +181,7 @@ class VideoFileFrames(FrameSource):
                         return image
         except av.error.FFmpegError as error:
             self._frames = None
-            message = f"{self._path.name}: frame {index} cannot be decoded: {error}"
+            message = f"{self._path.name}: frame {index} cannot be decoded ({_reason(error)})"
             raise FrameSourceError(message) from None
         self._frames = None
         raise FrameSourceError(f"{self._path.name} ended before frame {index}")
@@ -203,3 +205,8 @@ class VideoFileFrames(FrameSource):
             super().close()
             self._frames = None
             self._container.close()
+
+
+def _reason(error: Exception) -> str:
+    """FFmpeg's reason, without the file's path on this server."""
+    return getattr(error, "strerror", None) or type(error).__name__

@@ -36,7 +36,7 @@ def next_click(mask: np.ndarray, truth: np.ndarray) -> Click | None:
     missed, extra = largest_region(truth & ~mask), largest_region(mask & ~truth)
     if missed.sum() == 0 and extra.sum() == 0:
         return None
-    positive = np.count_nonzero(missed) >= np.count_nonzero(extra)
+    positive = bool(np.count_nonzero(missed) >= np.count_nonzero(extra))
     y, x = deepest_point(missed if positive else extra)
     return Click(x, y, positive)
 

@@ -53,7 +53,7 @@ class Command(BaseCommand):
         for clicks in click_counts:
             scores: dict[str, Score] = {}
             for sequence in sequences:
-                progress.label = f"{sequence.name}, {clicks} click{'s' * (clicks != 1)}"
+                progress.begin(f"{sequence.name}, {clicks} click{'s' * (clicks != 1)}")
                 dump = options["dump_masks"]
                 scores[sequence.name] = evaluate_sequence(
                     engine,
@@ -137,14 +137,16 @@ class _ProgressBar:
         self.total, self.done, self.label = total, 0, ""
         self._stream = stream
         self._shown = 0.0
-        self._logged = ""
+
+    def begin(self, label: str) -> None:
+        self.label = label
+        if not self._stream.isatty():  # a log gets one line per sequence, not a redraw
+            self._stream.write(f"{self.done}/{self.total} frames  {label}\n")
+            self._stream.flush()
 
     def advance(self, frames: int) -> None:
         self.done += frames
-        if not self._stream.isatty():  # a log gets one line per sequence, not a redraw
-            if self.label != self._logged:
-                self._logged = self.label
-                self._stream.write(f"{self.done}/{self.total} frames  {self.label}\n")
+        if not self._stream.isatty():
             return
         now = time.monotonic()
         if now - self._shown >= 0.1 or self.done == self.total:

@@ -1,0 +1,206 @@
+"""The weight-free engine through the engine interface, on a synthetic video with known masks."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from segmentation.engines.base import VideoState
+from segmentation.engines.classic import ClassicEngine
+from segmentation.evaluation.metrics import region_similarity
+from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
+
+
+def centre(mask: np.ndarray) -> list[float]:
+    ys, xs = np.nonzero(mask)
+    return [float(xs.mean()) / (WIDTH - 1), float(ys.mean()) / (HEIGHT - 1)]
+
+
+def click(state: VideoState, video: Video, object_id: int, frame_index: int = 0, **kwargs):
+    point = centre(video.masks[frame_index][object_id])
+    return state.add_points(
+        frame_index=frame_index, object_id=object_id, points=[point], labels=[1], **kwargs
+    )
+
+
+def test_one_click_finds_the_object(state: VideoState, video: Video) -> None:
+    masks = click(state, video, 1)
+
+    assert list(masks) == [1]
+    assert masks[1].shape == (HEIGHT, WIDTH)
+    assert masks[1].dtype == bool
+    assert region_similarity(masks[1], video.masks[0][1]) > 0.9
+
+
+def test_add_points_returns_every_object_on_the_frame(state: VideoState, video: Video) -> None:
+    click(state, video, 1)
+
+    masks = click(state, video, 2)
+
+    assert sorted(masks) == [1, 2]
+    assert region_similarity(masks[1], video.masks[0][1]) > 0.9
+    assert region_similarity(masks[2], video.masks[0][2]) > 0.9
+    assert not (masks[1] & masks[2]).any()
+
+
+def test_objects_never_overlap(state: VideoState, video: Video) -> None:
+    # given two objects clicked on the same spot
+    click(state, video, 1)
+    masks = state.add_points(
+        frame_index=0, object_id=2, points=[centre(video.masks[0][1])], labels=[1]
+    )
+
+    # then each pixel goes to one of them only
+    assert masks[1].any() or masks[2].any()
+    assert not (masks[1] & masks[2]).any()
+
+
+def test_negative_click_removes_a_region(state: VideoState, video: Video) -> None:
+    # given a click that took the whole disc
+    whole = click(state, video, 1)[1]
+    # when a negative click lands in its right half
+    ys, xs = np.nonzero(video.masks[0][1])
+    right = [float(xs.max() - 8) / (WIDTH - 1), float(ys.mean()) / (HEIGHT - 1)]
+    masks = state.add_points(
+        frame_index=0, object_id=1, points=[right], labels=[0], clear_old_points=False
+    )
+
+    # then the mask lost pixels there and kept the clicked centre
+    assert masks[1].sum() < whole.sum()
+    assert not masks[1][round(right[1] * (HEIGHT - 1)), round(right[0] * (WIDTH - 1))]
+    cy, cx = round(ys.mean()), round(xs.mean())
+    assert masks[1][cy, cx]
+
+
+def test_same_clicks_give_the_same_mask(frames, video: Video) -> None:
+    first = click(ClassicEngine().open(frames), video, 1)[1]
+    second = click(ClassicEngine().open(frames), video, 1)[1]
+
+    assert np.array_equal(first, second)
+
+
+def test_resending_all_points_equals_adding_one(frames, video: Video) -> None:
+    # the SAM 2 demo resends every point of the object with clear_old_points=True
+    ys, xs = np.nonzero(video.masks[0][1])
+    points = [
+        centre(video.masks[0][1]),
+        [float(xs.max() - 8) / (WIDTH - 1), float(ys.mean()) / (HEIGHT - 1)],
+    ]
+    adding = ClassicEngine().open(frames)
+    adding.add_points(frame_index=0, object_id=1, points=points[:1], labels=[1])
+    added = adding.add_points(
+        frame_index=0, object_id=1, points=points[1:], labels=[0], clear_old_points=False
+    )
+    resending = ClassicEngine().open(frames)
+    resending.add_points(frame_index=0, object_id=1, points=points[:1], labels=[1])
+    resent = resending.add_points(frame_index=0, object_id=1, points=points, labels=[1, 0])
+
+    assert np.array_equal(added[1], resent[1])
+
+
+def test_clear_points_in_frame_empties_that_object_there(state: VideoState, video: Video) -> None:
+    click(state, video, 1)
+    click(state, video, 2)
+
+    masks = state.clear_points_in_frame(frame_index=0, object_id=1)
+
+    assert sorted(masks) == [1, 2]
+    assert not masks[1].any()
+    assert region_similarity(masks[2], video.masks[0][2]) > 0.9
+    assert state.prompts == {1: {}, 2: {0: state.prompts[2][0]}}
+
+
+def test_clear_points_in_video_forgets_everything(state: VideoState, video: Video) -> None:
+    click(state, video, 1)
+    click(state, video, 2, frame_index=5)
+
+    state.clear_points_in_video()
+
+    assert state.prompts == {}
+    assert state.object_ids == []
+    assert list(state.propagate()) == [(i, {}) for i in range(12)]
+
+
+def test_remove_object(state: VideoState, video: Video) -> None:
+    click(state, video, 1)
+    click(state, video, 2)
+
+    state.remove_object(object_id=1)
+
+    assert state.object_ids == [2]
+    frames = dict(state.propagate())
+    assert all(list(masks) == [2] for masks in frames.values())
+    # unknown objects are ignored
+    state.remove_object(object_id=99)
+    assert state.object_ids == [2]
+
+
+def test_propagation_follows_both_objects_forward_then_backward(
+    state: VideoState, video: Video
+) -> None:
+    # given both objects clicked on frame 4
+    click(state, video, 1, frame_index=4)
+    click(state, video, 2, frame_index=4)
+
+    steps = list(state.propagate(start_frame_index=4))
+
+    # then frames come 4..11, then 3..0, each with both objects close to the truth
+    assert [index for index, _ in steps] == [4, 5, 6, 7, 8, 9, 10, 11, 3, 2, 1, 0]
+    for index, masks in steps:
+        for object_id in (1, 2):
+            assert region_similarity(masks[object_id], video.masks[index][object_id]) > 0.85, (
+                index,
+                object_id,
+            )
+        assert not (masks[1] & masks[2]).any()
+
+
+def test_propagation_from_a_frame_without_clicks(state: VideoState, video: Video) -> None:
+    # given a click on frame 0 only, propagation starts from frame 6
+    click(state, video, 1)
+
+    steps = dict(state.propagate(start_frame_index=6))
+
+    # then the object is carried to frame 6 first, and every frame has it
+    assert sorted(steps) == list(range(12))
+    for index, masks in steps.items():
+        assert region_similarity(masks[1], video.masks[index][1]) > 0.85, index
+
+
+def test_a_later_click_anchors_the_propagation(state: VideoState, video: Video) -> None:
+    # given an object clicked on frame 0, and on frame 8 a click on the other object's spot
+    click(state, video, 1)
+    state.add_points(frame_index=8, object_id=1, points=[centre(video.masks[8][2])], labels=[1])
+
+    masks = dict(state.propagate())
+
+    # then frame 8 shows what was clicked there, not what came along the flow
+    assert region_similarity(masks[8][1], video.masks[8][2]) > 0.85
+    assert region_similarity(masks[2][1], video.masks[2][1]) > 0.85
+
+
+def test_cancel_stops_between_frames(state: VideoState, video: Video) -> None:
+    click(state, video, 1)
+    cancel = threading.Event()
+    seen = []
+
+    for index, _ in state.propagate(start_frame_index=2, cancel=cancel):
+        seen.append(index)
+        if len(seen) == 3:
+            cancel.set()
+
+    assert seen == [2, 3, 4]
+
+
+def test_clicks_after_propagation_correct_the_propagated_mask(
+    state: VideoState, video: Video
+) -> None:
+    click(state, video, 1)
+    propagated = dict(state.propagate())[7][1]
+
+    # a click on frame 7 starts from the propagated mask there, so it stays on the object
+    masks = click(state, video, 1, frame_index=7)
+
+    assert region_similarity(propagated, video.masks[7][1]) > 0.85
+    assert region_similarity(masks[1], video.masks[7][1]) > 0.85

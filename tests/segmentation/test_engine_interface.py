@@ -1,0 +1,118 @@
+"""What every engine shares: input checks, option parsing and choosing an engine by name."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from segmentation.apps import SegmentationConfig
+from segmentation.engines import engine_class, engine_create, engine_options
+from segmentation.engines.base import EngineConfigError, PromptError, VideoState
+from segmentation.engines.classic import ClassicEngine, ClassicOptions
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"points": [[1.2, 0.5]]}, "point coordinates must be normalized to [0, 1]"),
+        ({"points": [[0.5, -0.01]]}, "point coordinates must be normalized to [0, 1]"),
+        ({"points": [[float("nan"), 0.5]]}, "point coordinates must be normalized to [0, 1]"),
+        (
+            {"points": [[0.5, 0.5], [0.2, 0.2]]},
+            "points and labels differ in length: 2 points, 1 labels",
+        ),
+        ({"labels": [1, 0]}, "points and labels differ in length: 1 points, 2 labels"),
+        ({"labels": [2]}, "labels must be 1 (positive) or 0 (negative)"),
+        ({"labels": [True]}, "labels must be 1 (positive) or 0 (negative)"),
+        ({"points": [], "labels": []}, "at least one point is needed"),
+        ({"points": [[0.5]]}, "points must be a list of [x, y] pairs of numbers"),
+        ({"points": [["a", "b"]]}, "points must be a list of [x, y] pairs of numbers"),
+        ({"points": [[0.1, 0.2], [0.3]]}, "points must be a list of [x, y] pairs of numbers"),
+        ({"frame_index": 12}, "frame index 12 is outside the video's frames 0..11"),
+        ({"frame_index": -1}, "frame index -1 is outside the video's frames 0..11"),
+        ({"frame_index": 1.5}, "frame index must be an integer, got 1.5"),
+        ({"object_id": -3}, "object ID must not be negative, got -3"),
+        ({"object_id": "1"}, "object ID must be an integer, got '1'"),
+    ],
+)
+def test_bad_prompts_are_refused_and_change_nothing(
+    state: VideoState, kwargs: dict, message: str
+) -> None:
+    prompt = {"frame_index": 0, "object_id": 1, "points": [[0.5, 0.5]], "labels": [1]} | kwargs
+
+    with pytest.raises(PromptError) as raised:
+        state.add_points(**prompt)
+
+    assert str(raised.value) == message
+    assert state.prompts == {}
+    assert state.object_ids == []
+
+
+def test_other_operations_check_their_input(state: VideoState) -> None:
+    with pytest.raises(PromptError, match=r"^frame index 40 is outside"):
+        state.clear_points_in_frame(frame_index=40, object_id=1)
+    with pytest.raises(PromptError, match=r"^object ID must not be negative"):
+        state.remove_object(object_id=-1)
+    with pytest.raises(PromptError, match=r"^frame index 12 is outside"):
+        next(state.propagate(start_frame_index=12))
+
+
+def test_points_are_kept_in_pixels(state: VideoState) -> None:
+    state.add_points(frame_index=3, object_id=7, points=[[0.0, 1.0], [1.0, 0.5]], labels=[1, 0])
+
+    prompt = state.prompts[7][3]
+    assert prompt.points.tolist() == [[0.0, 191.0], [319.0, 95.5]]
+    assert prompt.labels.tolist() == [1, 0]
+    assert state.object_ids == [7]
+
+
+def test_options_parse_from_strings() -> None:
+    options = ClassicOptions.parse({"work_size": "320", "flow_preset": "medium", "band": "0.05"})
+
+    assert options == ClassicOptions(work_size=320, flow_preset="medium", band=0.05)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"work_size": "big"}, "option 'work_size' must be an integer, got 'big'"),
+        ({"band": "inf"}, "option 'band' must be a number, got 'inf'"),
+        ({"work_size": "32"}, "work_size must be within 64..4096, got 32"),
+        ({"flow_preset": "slow"}, "flow_preset must be one of ultrafast, fast, medium, got 'slow'"),
+        (
+            {"colour": "red"},
+            "unknown option 'colour' (known options: band, click_iterations, click_radius, "
+            "flow_preset, work_size)",
+        ),
+    ],
+)
+def test_bad_options_are_clear_errors(raw: dict[str, str], message: str) -> None:
+    with pytest.raises(EngineConfigError) as raised:
+        engine_options("classic", raw)
+
+    assert str(raised.value) == message
+
+
+def test_engines_are_chosen_by_name() -> None:
+    engine = engine_create("classic", {"work_size": "256"})
+
+    assert engine_class("classic") is ClassicEngine
+    assert isinstance(engine, ClassicEngine)
+    assert engine.options.work_size == 256
+    with pytest.raises(EngineConfigError) as raised:
+        engine_class("magic")
+    assert str(raised.value) == "unknown engine 'magic' (engines: classic)"
+
+
+@override_settings(SEGMENTATION_ENGINE="classic", SEGMENTATION_ENGINE_OPTIONS={"band": "2"})
+def test_bad_engine_setting_stops_start_up() -> None:
+    import segmentation
+
+    with pytest.raises(ImproperlyConfigured) as raised:
+        SegmentationConfig("segmentation", segmentation).ready()
+
+    assert str(raised.value) == (
+        "SEGMENTATION_ENGINE='classic' (options from SEGMENTATION_ENGINE_OPTIONS): "
+        "band must be within (0, 0.5], got 2.0"
+    )

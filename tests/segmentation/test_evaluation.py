@@ -1,0 +1,193 @@
+"""The measures, the simulated user, DAVIS folders and the evaluate_vos command."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from segmentation.evaluation.clicks import Click, first_click, next_click
+from segmentation.evaluation.davis import Sequence, SequenceError
+from segmentation.evaluation.metrics import boundary, boundary_measure, region_similarity
+from tests.conftest import ROOT, manage, project_env
+from tests.segmentation.synthetic import Video, write_davis
+
+SHARED_VOS = ROOT.parent / "shared" / "data" / "vos"
+
+
+def box(top: int, left: int, bottom: int, right: int, shape=(100, 200)) -> np.ndarray:
+    mask = np.zeros(shape, bool)
+    mask[top:bottom, left:right] = True
+    return mask
+
+
+def test_region_similarity() -> None:
+    # 40x40 and a 40x40 shifted by 10 rows: intersection 30x40, union 50x40
+    assert region_similarity(box(10, 10, 50, 50), box(20, 10, 60, 50)) == 0.6
+    assert region_similarity(box(0, 0, 0, 0), box(0, 0, 0, 0)) == 1.0
+    assert region_similarity(box(0, 0, 5, 5), box(0, 0, 0, 0)) == 0.0
+
+
+def test_boundary_is_the_inner_edge() -> None:
+    edge = boundary(box(10, 10, 14, 15))
+
+    assert edge.sum() == 4 * 5 - 2 * 3
+    assert not edge[11:13, 11:14].any()
+
+
+def test_boundary_measure_tolerance() -> None:
+    # the tolerance is ceil(0.008 * diagonal) = ceil(0.008 * 223.6) = 2 pixels
+    truth = box(20, 20, 60, 120)
+
+    assert boundary_measure(box(22, 20, 62, 120), truth) == 1.0  # 2 pixels off: matched
+    # 3 pixels off: of 276 edge pixels, only the short sides (38 + 38) and the 3 top pixels at
+    # each end of the long side lie within 2 pixels of the other edge; by symmetry P = R = F
+    shifted = boundary_measure(box(23, 20, 63, 120), truth)
+    assert math.isclose(shifted, 82 / 276, rel_tol=1e-12)
+    assert boundary_measure(box(0, 0, 0, 0), box(0, 0, 0, 0)) == 1.0
+    assert boundary_measure(box(0, 0, 0, 0), truth) == 0.0
+
+
+def test_first_click_is_the_deepest_point() -> None:
+    # a 21x41 box: the farthest points from its edge are the middle row, first in row order
+    assert first_click(box(10, 10, 31, 51)) == Click(x=20, y=20, positive=True)
+    with pytest.raises(ValueError, match="not on this frame"):
+        first_click(box(0, 0, 0, 0))
+
+
+def test_next_click_goes_to_the_largest_error() -> None:
+    truth = box(10, 10, 50, 90)
+    # the mask misses a 40x20 strip on the right and covers a 10x10 patch outside
+    mask = box(10, 10, 50, 70) | box(60, 150, 70, 160)
+
+    assert next_click(mask, truth) == Click(x=79, y=19, positive=True)
+    # once the strip is found, the extra patch is what is left
+    assert next_click(truth | box(60, 150, 70, 160), truth) == Click(x=154, y=64, positive=False)
+    assert next_click(truth, truth) is None
+
+
+def test_sequence_with_palette_annotations(video: Video, tmp_path: Path) -> None:
+    sequence = Sequence.load(write_davis(video, tmp_path / "shapes"))
+
+    assert sequence.name == "shapes"
+    assert sequence.object_ids() == [1, 2]
+    truth = sequence.truth(5)
+    assert np.array_equal(truth[1], video.masks[5][1])
+    assert np.array_equal(truth[2], video.masks[5][2])
+
+
+def test_sequence_with_binary_annotations(video: Video, tmp_path: Path) -> None:
+    sequence = Sequence.load(write_davis(video, tmp_path / "shapes", palette=False))
+
+    assert sequence.object_ids() == [1]
+    assert np.array_equal(sequence.truth(0)[1], video.masks[0][1] | video.masks[0][2])
+
+
+def test_sequence_needs_every_annotation(video: Video, tmp_path: Path) -> None:
+    folder = write_davis(video, tmp_path / "shapes")
+    (folder / "Annotations" / "00011.png").unlink()
+
+    with pytest.raises(SequenceError) as raised:
+        Sequence.load(folder)
+
+    assert (
+        str(raised.value)
+        == "shapes: 12 frames but 11 annotations; every frame needs its ground truth"
+    )
+
+
+def test_evaluate_vos_writes_the_figures(video: Video, tmp_path: Path) -> None:
+    # given two sequences under one folder
+    write_davis(video, tmp_path / "data" / "shapes")
+    write_davis(video, tmp_path / "data" / "shapes-binary", palette=False)
+    out = tmp_path / "out" / "scores.json"
+
+    result = manage(
+        "evaluate_vos",
+        str(tmp_path / "data"),
+        "--clicks",
+        "1,2",
+        "--option",
+        "work_size=320",
+        "--json",
+        str(out),
+        "--dump-masks",
+        str(tmp_path / "masks"),
+        env=project_env(tmp_path / "var"),
+    )
+
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert list(figures) == ["clicks"]
+    assert list(figures["clicks"]) == ["1", "2"]
+    for per_clicks in figures["clicks"].values():
+        assert list(per_clicks) == ["sequences", "mean"]
+        assert list(per_clicks["sequences"]) == ["shapes", "shapes-binary"]
+        for score in [*per_clicks["sequences"].values(), per_clicks["mean"]]:
+            assert list(score) == ["J", "F", "JF", "fps", "click_ms"]
+        assert per_clicks["sequences"]["shapes"]["J"] > 0.85
+        assert per_clicks["sequences"]["shapes"]["JF"] > 0.85
+    assert "mean                          2" in result.stdout
+    assert result.stderr.splitlines() == [
+        "0/48 frames  shapes, 1 click",
+        "12/48 frames  shapes-binary, 1 click",
+        "24/48 frames  shapes, 2 clicks",
+        "36/48 frames  shapes-binary, 2 clicks",
+    ]
+    # the masks are palette PNGs whose values are the object IDs
+    dumped = np.asarray(Image.open(tmp_path / "masks" / "2" / "shapes" / "00007.png"))
+    assert sorted(np.unique(dumped)) == [0, 1, 2]
+    assert len(list((tmp_path / "masks" / "1" / "shapes-binary").glob("*.png"))) == 12
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--engine", "magic"], "engine 'magic': unknown engine 'magic' (engines: classic)"),
+        (["--option", "work_size"], "--option takes KEY=VALUE, got 'work_size'"),
+        (["--option", "work_size=1"], "engine 'classic': work_size must be within 64..4096, got 1"),
+        (["--clicks", "0"], "--clicks takes positive integers separated by commas, got '0'"),
+        (["--clicks", "a,b"], "--clicks takes positive integers separated by commas, got 'a,b'"),
+    ],
+)
+def test_evaluate_vos_bad_arguments(
+    video: Video, tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    folder = write_davis(video, tmp_path / "shapes")
+
+    result = manage("evaluate_vos", str(folder), *arguments, env=project_env(tmp_path / "var"))
+
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"CommandError: {message}"
+
+
+def test_evaluate_vos_refuses_a_folder_without_sequences(tmp_path: Path) -> None:
+    result = manage("evaluate_vos", str(tmp_path), env=project_env(tmp_path / "var"))
+
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"CommandError: {tmp_path} holds no DAVIS-layout sequence (JPEGImages/, Annotations/)"
+    )
+
+
+@pytest.mark.skipif(not SHARED_VOS.is_dir(), reason="../shared/data/vos (DAVIS) is not present")
+def test_quality_on_davis(tmp_path: Path) -> None:
+    """The target of the weight-free engine: mean J&F >= 0.80 with 3 clicks on real video."""
+    out = tmp_path / "davis.json"
+
+    result = manage(
+        "evaluate_vos",
+        str(SHARED_VOS),
+        "--json",
+        str(out),
+        env=project_env(tmp_path / "var"),
+        timeout=600,
+    )
+
+    assert result.returncode == 0, result.stderr
+    mean = json.loads(out.read_text())["clicks"]["3"]["mean"]
+    assert mean["JF"] >= 0.80, mean
