@@ -1,7 +1,8 @@
-"""Cutting one object out of one frame with graph cuts (OpenCV's GrabCut), the weight-free way.
+"""Cutting one object out of one frame with graph cuts, the weight-free way.
 
 Everything here works on a frame already scaled to the engine's working size (RGB, uint8) and
-on boolean masks of that size. Clicks act one at a time, each on the mask left by the ones before:
+on boolean masks of that size. Clicks act one at a time, each on the mask left by the ones before
+(OpenCV's GrabCut does the cutting):
 
 - The first positive click on an empty mask guesses the object as the pixels geodesically nearer
   to it than to the frame's edge and the negative clicks, on a cost that rises steeply across
@@ -12,9 +13,12 @@ on boolean masks of that size. Clicks act one at a time, each on the mask left b
   only a zone around that region: the rest of the mask stays as it was, so a click never undoes
   what earlier clicks got right.
 - Propagation (:func:`cut_in_band`) trusts a mask carried from the previous frame deep inside and
-  far outside, and re-cuts a band around its edge with the colour models of the clicked frame.
+  far outside, and re-cuts a band around its edge with a graph cut of our own
+  (:mod:`~segmentation.engines.graphcut`) that adds a prior for the carried shape to the colours.
 
-GrabCut runs in a crop around the region it may change, as its cost grows with the pixels it sees.
+Colour models are Gaussian mixtures in GrabCut's layout, fitted without randomness
+(:func:`fit_mixture`), so the same clicks always give the same mask. Cuts run in a crop around
+the region they may change, as their cost grows with the pixels they see.
 """
 
 from __future__ import annotations
@@ -29,15 +33,13 @@ from segmentation.engines.graphcut import cut as graph_cut
 from segmentation.engines.graphcut import mixture_log_likelihood
 
 COMPONENTS = 5  # GrabCut's mixtures: 5 components x (1 weight + 3 means + 9 covariances)
-GMM_SIZE = COMPONENTS * 13
-COARSE_PIXELS = 10**9  # crops larger than this are cut coarse to fine
 COVARIANCE_FLOOR = 1.0  # added to the diagonal, so a flat colour still has a volume
 EDGE_SEED_STEP = 2  # every 2nd pixel (at half size) of the frame's edge seeds the background
 
 
 @dataclass(frozen=True)
 class ColourModel:
-    """GrabCut's background and foreground Gaussian mixtures."""
+    """Background and foreground Gaussian mixtures, each 1 x 65 in GrabCut's layout."""
 
     background: np.ndarray
     foreground: np.ndarray
@@ -275,18 +277,10 @@ def _crop_box(
 
 
 def _grabcut(
-    image: np.ndarray,
-    labels: np.ndarray,
-    box: tuple[int, int, int, int],
-    *,
-    iterations: int = 1,
-    model: ColourModel | None = None,
+    image: np.ndarray, labels: np.ndarray, box: tuple[int, int, int, int], *, iterations: int
 ) -> np.ndarray:
-    """GrabCut in ``box``: with ``model``, one cut with those colours; without, colour models
-    fitted to ``labels`` and ``iterations`` rounds of cutting and refitting.
-
-    A large crop is cut coarse to fine: the rounds run on a smaller copy, and one last cut at
-    full size, with the colours learned there, settles a band around the coarse edge."""
+    """OpenCV's GrabCut in ``box``: colour models fitted to ``labels``, then ``iterations``
+    rounds of cutting and refitting. Hard labels (``GC_FGD``, ``GC_BGD``) never change."""
     top, bottom, left, right = box
     crop = np.ascontiguousarray(labels[top:bottom, left:right])
     pixels = np.ascontiguousarray(image[top:bottom, left:right])
@@ -295,53 +289,9 @@ def _grabcut(
     if is_foreground.all() or not is_foreground.any():
         mask[top:bottom, left:right] = is_foreground
         return mask
-    if model is None:
-        model = ColourModel(fit_mixture(pixels[~is_foreground]), fit_mixture(pixels[is_foreground]))
-        if crop.size > COARSE_PIXELS:
-            crop = _coarse_to_fine(pixels, crop, model, iterations)
-        else:
-            _cut(pixels, crop, model, iterations, learn=True)
-    else:
-        _cut(pixels, crop, model, 1, learn=False)
+    background = fit_mixture(pixels[~is_foreground])
+    foreground = fit_mixture(pixels[is_foreground])
+    # GC_EVAL starts from the given mixtures; GC_INIT_WITH_MASK would seed them at random.
+    cv2.grabCut(pixels, crop, None, background, foreground, iterations, cv2.GC_EVAL)
     mask[top:bottom, left:right] = (crop == cv2.GC_FGD) | (crop == cv2.GC_PR_FGD)
     return mask
-
-
-def _cut(
-    pixels: np.ndarray, labels: np.ndarray, model: ColourModel, iterations: int, *, learn: bool
-) -> None:
-    """OpenCV's GrabCut on ``labels`` in place; refits ``model``'s arrays in place if ``learn``."""
-    mode = cv2.GC_EVAL if learn else cv2.GC_EVAL_FREEZE_MODEL
-    cv2.grabCut(pixels, labels, None, model.background, model.foreground, iterations, mode)
-
-
-def _coarse_to_fine(
-    pixels: np.ndarray, labels: np.ndarray, model: ColourModel, iterations: int
-) -> np.ndarray:
-    height, width = labels.shape
-    factor = np.sqrt(COARSE_PIXELS / labels.size)
-    size = (max(round(width * factor), 2), max(round(height * factor), 2))
-    hard_in = _shrink(labels == cv2.GC_FGD, size)
-    hard_out = _shrink(labels == cv2.GC_BGD, size) & ~hard_in
-    probably_in = _shrink((labels == cv2.GC_PR_FGD) | (labels == cv2.GC_FGD), size, any_=False)
-    small = np.where(probably_in, cv2.GC_PR_FGD, cv2.GC_PR_BGD).astype(np.uint8)
-    small[hard_in], small[hard_out] = cv2.GC_FGD, cv2.GC_BGD
-    _cut(
-        cv2.resize(pixels, size, interpolation=cv2.INTER_AREA), small, model, iterations, learn=True
-    )
-    coarse = (small == cv2.GC_FGD) | (small == cv2.GC_PR_FGD)
-    coarse = cv2.resize(coarse.astype(np.float32), (width, height)) > 0.5
-    band = _disk(max(2, round(1.5 / factor)))
-    near_edge = cv2.dilate(coarse.view(np.uint8), band) > cv2.erode(coarse.view(np.uint8), band)
-    fine = np.where(coarse, cv2.GC_FGD, cv2.GC_BGD).astype(np.uint8)
-    fine[near_edge] = np.where(coarse[near_edge], cv2.GC_PR_FGD, cv2.GC_PR_BGD)
-    hard = (labels == cv2.GC_FGD) | (labels == cv2.GC_BGD)
-    fine[hard] = labels[hard]
-    _cut(pixels, fine, model, 1, learn=False)
-    return fine
-
-
-def _shrink(region: np.ndarray, size: tuple[int, int], *, any_: bool = True) -> np.ndarray:
-    """``region`` at a smaller ``size``: a pixel is in if any (else most) of its area was."""
-    area = cv2.resize(region.astype(np.float32), size, interpolation=cv2.INTER_AREA)
-    return area > 0 if any_ else area > 0.5
