@@ -1,13 +1,16 @@
-"""Learn when a viewer's socket is full, so a slow viewer's data piles up where we bound it.
+"""Learn when a viewer's socket is backed up, so a slow viewer's data is bounded.
 
 ASGI servers differ here: uvicorn's ``send`` waits while the client's socket is full, but
 daphne's returns at once and Twisted buffers without limit. On daphne we register a Twisted push
-producer on the request, which Twisted pauses when the socket's buffer fills and resumes when it
-drains; the stream consumer waits on :attr:`WriteGate.open` before each write.
+producer on the request, which Twisted pauses when its buffer for the socket fills and resumes
+once that buffer has drained; :attr:`WriteGate.open` follows it. The stream consumer drops the
+chunks that come while the gate is shut instead of waiting for it: a waiting writer would only
+refill the buffer a loop iteration after Twisted emptied it, leaving the socket idle in between,
+and with thousands of viewers an iteration is long.
 
 Twisted pauses its producer once its own buffer holds more than 64 KiB, which one chunk of a
-busy stream already does: every write would cost a pause and a resume. The gate raises that
-threshold to :data:`TRANSPORT_BUFFER`, so only a viewer that really falls behind is paused.
+busy stream already does. The gate raises that threshold to :data:`TRANSPORT_BUFFER`, so only a
+viewer that really falls behind (about a second at 4 Mbit/s) loses data.
 The kernel's own send buffer grows by autotuning to megabytes (seconds of video) for a viewer
 that reads nothing, so the gate also fixes it at :data:`SOCKET_SEND_BUFFER`: enough for a
 fast viewer (256 KiB per 100 ms of round trip carries 20 Mbit/s), small enough to keep a slow

@@ -67,9 +67,10 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         writable = gate.open.is_set
         try:
             while (data := await next_chunk()) is not None:
-                if not writable():
-                    await gate.open.wait()
-                await send({"type": "http.response.body", "body": data, "more_body": True})
+                # A viewer whose socket is backed up loses this chunk rather than the writer
+                # waiting: waiting leaves its socket idle between draining and the next write.
+                if writable():
+                    await send({"type": "http.response.body", "body": data, "more_body": True})
         finally:
             gate.release()
         await send({"type": "http.response.body", "body": b"", "more_body": False})

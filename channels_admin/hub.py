@@ -7,9 +7,9 @@ The hub knows nothing about views or the database: bytes come in from the upstre
   its connection to close before the next one opens, so the provider never sees two.
 - Reads are gathered into chunks of up to 64 KiB or 100 ms before they go out, because each
   chunk costs one wake-up and one write per viewer.
-- Every subscription has a bounded buffer. A viewer that cannot keep up loses its OLDEST data
-  (whole chunks of whole packets), so it stays on the live edge and never slows the upstream read
-  or the other viewers.
+- Every subscription has a bounded buffer; when it overflows, the OLDEST chunks go (whole chunks
+  of whole packets). A viewer that cannot keep up thus loses data (the consumer also drops chunks
+  while its socket is backed up) but never slows the upstream read or the other viewers.
 - When the upstream fails, stalls (read timeout) or ends, the hub reports it and reconnects with
   capped exponential backoff; viewers stay connected and resume when bytes flow again.
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
