@@ -36,9 +36,11 @@ format: $(VENV)/.dev-installed
 schema: $(VENV)/.installed
 	$(BIN)/python manage.py graphql_schema
 
-# The embedded defaults: database tables under var/ (the secret key is made on first start).
+# The embedded defaults under var/: database tables and the default video (the secret key is
+# made on first start).
 prepare: $(VENV)/.installed vendor/.fetched
 	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py default_video
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' \

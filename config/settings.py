@@ -123,6 +123,11 @@ GRAPHENE = {
 # The engine behind the segmentation API, and its options (checked at start-up).
 SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "classic")
 SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
+# The video `defaultVideo` answers with; unset: one drawn at set-up (gallery/default.mp4).
+DEFAULT_VIDEO_PATH = env_str("DEFAULT_VIDEO_PATH", "")
+# Stored videos are H.264 MP4 at 24 fps with their longest side at most this.
+MAX_VIDEO_SIDE = env_int("MAX_VIDEO_SIDE", 1280, minimum=64)
+TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
 

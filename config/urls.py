@@ -5,14 +5,15 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
-from graphene_django.views import GraphQLView
 
+from config.graphql import ApiView
 from config.healthz import healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     # Cross-origin API clients (the SAM 2 demo frontend) send no CSRF token.
-    path("graphql", csrf_exempt(GraphQLView.as_view(graphiql=True)), name="graphql"),
+    path("graphql", csrf_exempt(ApiView.as_view(graphiql=True)), name="graphql"),
     path("admin/", admin.site.urls),
+    path("", include("segmentation.urls")),
     path("", include("channels_admin.urls")),
 ]

@@ -31,3 +31,19 @@ class SessionNotFound(SegmentationError):
 
 class TooManySessions(SegmentationError):
     code = ErrorCode.TOO_MANY_SESSIONS
+
+
+class VideoNotFound(SegmentationError):
+    code = ErrorCode.VIDEO_NOT_FOUND
+
+
+class BadUserInput(SegmentationError):
+    code = ErrorCode.BAD_USER_INPUT
+
+
+class UploadTooLarge(SegmentationError):
+    code = ErrorCode.UPLOAD_TOO_LARGE
+
+
+class UnsupportedMedia(SegmentationError):
+    code = ErrorCode.UNSUPPORTED_MEDIA

@@ -152,6 +152,11 @@ class VideoState(abc.ABC):
         self.prompts.get(object_id, {}).pop(frame_index, None)
         return self._cleared(frame_index, object_id)
 
+    def masks(self, *, frame_index: int) -> Masks:
+        """Every object's current mask on ``frame_index`` (from clicks or propagation)."""
+        self._check_frame(frame_index)
+        return self._masks(frame_index)
+
     def clear_points_in_video(self) -> None:
         """Forget every prompt and every object."""
         self.prompts.clear()
@@ -192,6 +197,10 @@ class VideoState(abc.ABC):
     @abc.abstractmethod
     def _segment(self, frame_index: int, object_id: int) -> Masks:
         """Recompute ``object_id`` on ``frame_index`` from its prompts there; every mask there."""
+
+    @abc.abstractmethod
+    def _masks(self, frame_index: int) -> Masks:
+        """Every object's current mask on the frame; changes nothing."""
 
     @abc.abstractmethod
     def _cleared(self, frame_index: int, object_id: int) -> Masks:

@@ -7,8 +7,10 @@
   clicks that extends the anchor's only applies the new ones (the SAM 2 demo resends every click
   each time); any other list is replayed from the start.
 - Propagation carries each object's mask to the next frame along DIS optical flow and re-cuts a
-  band around its edge with the colour models of the last anchor passed (or the nearest one). On
-  an anchor the propagated mask is replaced by the anchor's, so later clicks correct from there.
+  band around its edge with a graph cut that weighs colour models against a prior for the moved
+  shape; the models start as the anchor's and are refitted on every frame. On an anchor the
+  propagated mask is replaced by the anchor's, so later clicks correct from there, and a pass
+  that starts where an object has no mask first carries it there from its nearest anchor.
 - All work happens at a working size (``work_size`` on the long side); masks are scaled back to
   the video's resolution on output, where each pixel goes to at most one object.
 """
@@ -118,6 +120,9 @@ class ClassicVideoState(VideoState):
         )
         anchors[frame_index] = Anchor(clicks, mask, prior)
         self._store(object_id, frame_index, mask)
+        return self._output(frame_index)
+
+    def _masks(self, frame_index: int) -> Masks:
         return self._output(frame_index)
 
     def _cleared(self, frame_index: int, object_id: int) -> Masks:

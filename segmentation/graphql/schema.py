@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import graphene
 
+from segmentation.graphql.consent import ConsentMutations
 from segmentation.graphql.ping import PingInput, Pong, resolve_ping
+from segmentation.graphql.sessions import SessionMutations
+from segmentation.graphql.videos import VideoQueries
 
 
-class Queries(graphene.ObjectType):
+class Queries(VideoQueries, graphene.ObjectType):
     """Read operations of the segmentation service."""
 
     ping = graphene.Field(
@@ -17,3 +20,7 @@ class Queries(graphene.ObjectType):
         description="Renew a session's idle timeout and report whether it is still alive.",
         resolver=resolve_ping,
     )
+
+
+class Mutations(SessionMutations, ConsentMutations, graphene.ObjectType):
+    """Write operations of the segmentation service."""

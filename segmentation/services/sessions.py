@@ -7,17 +7,23 @@ Sessions expire after an idle timeout, renewed by every operation, and their num
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from django.conf import settings
 
-from segmentation.errors import SessionNotFound, TooManySessions
+from segmentation.engines.base import Masks, PromptError, VideoState
+from segmentation.engines.frames import FrameSourceError, VideoFileFrames
+from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
+from segmentation.selectors import video_get
+from segmentation.services.engines import engine_get
+from segmentation.services.videos import media_path
 
 
 @dataclass(eq=False)
@@ -50,14 +56,23 @@ class SessionRegistry:
             self._expire_locked()
             return len(self._sessions)
 
+    def check_room(self) -> None:
+        """:class:`TooManySessions` unless another session can open now."""
+        with self._guard:
+            self._expire_locked()
+            self._check_room_locked()
+
+    def _check_room_locked(self) -> None:
+        if len(self._sessions) >= self._max_sessions:
+            raise TooManySessions(
+                f"the server holds its maximum of {self._max_sessions} sessions; "
+                "close one or try again later"
+            )
+
     def open(self, *, state: Any) -> Session:
         with self._guard:
             self._expire_locked()
-            if len(self._sessions) >= self._max_sessions:
-                raise TooManySessions(
-                    f"the server holds its maximum of {self._max_sessions} sessions; "
-                    "close one or try again later"
-                )
+            self._check_room_locked()
             session = Session(id=str(uuid.uuid4()), state=state, last_used=self._clock())
             self._sessions[session.id] = session
             return session
@@ -105,3 +120,87 @@ def session_registry() -> SessionRegistry:
 def session_ping(*, session_id: str) -> bool:
     """Keep a session alive; ``True`` while it lives, ``False`` once closed or expired."""
     return session_registry().touch(session_id)
+
+
+@dataclass(frozen=True)
+class FrameMasks:
+    frame_index: int
+    masks: Masks
+
+
+def session_start(*, path: str) -> Session:
+    """Open an engine state on the library's video at ``path``."""
+    registry = session_registry()
+    registry.check_room()
+    video = video_get(path=path)
+    try:
+        frames = VideoFileFrames(media_path(video.path))
+    except FrameSourceError as error:
+        raise UnsupportedMedia(str(error)) from None
+    return registry.open(state=engine_get().open(frames))
+
+
+def session_close(*, session_id: str) -> bool:
+    return session_registry().close(session_id)
+
+
+def session_add_points(
+    *,
+    session_id: str,
+    frame_index: int,
+    object_id: int,
+    points: list[list[float]],
+    labels: list[int],
+    clear_old_points: bool,
+) -> FrameMasks:
+    session = session_registry().get(session_id)
+    with session.lock, _prompt_errors():
+        masks = session.state.add_points(
+            frame_index=frame_index,
+            object_id=object_id,
+            points=points,
+            labels=labels,
+            clear_old_points=clear_old_points,
+        )
+    return FrameMasks(frame_index, masks)
+
+
+def session_clear_points_in_frame(
+    *, session_id: str, frame_index: int, object_id: int
+) -> FrameMasks:
+    session = session_registry().get(session_id)
+    with session.lock, _prompt_errors():
+        masks = session.state.clear_points_in_frame(frame_index=frame_index, object_id=object_id)
+    return FrameMasks(frame_index, masks)
+
+
+def session_clear_points_in_video(*, session_id: str) -> None:
+    session = session_registry().get(session_id)
+    with session.lock:
+        session.state.clear_points_in_video()
+
+
+def session_remove_object(*, session_id: str, object_id: int) -> list[FrameMasks]:
+    """Forget the object; the masks of the frames where it had points, without it."""
+    session = session_registry().get(session_id)
+    with session.lock, _prompt_errors():
+        state: VideoState = session.state
+        frames = sorted(state.prompts.get(object_id, {}))
+        state.remove_object(object_id=object_id)
+        return [FrameMasks(i, state.masks(frame_index=i)) for i in frames]
+
+
+def session_cancel_propagation(*, session_id: str) -> bool:
+    """Stop the session's running propagation at its next frame; never waits for inference."""
+    session = session_registry().get(session_id)
+    session.cancel.set()
+    return True
+
+
+@contextlib.contextmanager
+def _prompt_errors() -> Iterator[None]:
+    """Report the engine's refusals of a prompt as the API's BAD_USER_INPUT."""
+    try:
+        yield
+    except PromptError as error:
+        raise BadUserInput(str(error)) from None

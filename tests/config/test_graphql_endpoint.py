@@ -35,7 +35,7 @@ def test_invalid_query_is_a_graphql_error(client):
     assert response.json() == {
         "errors": [
             {
-                "message": "Cannot query field 'nope' on type 'Query'.",
+                "message": "Cannot query field 'nope' on type 'Query'. Did you mean 'node'?",
                 "locations": [{"line": 1, "column": 3}],
             }
         ]

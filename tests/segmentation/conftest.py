@@ -31,3 +31,16 @@ def state(frames):
     state = ClassicEngine().open(frames)
     yield state
     state.close()
+
+
+@pytest.fixture(scope="session")
+def media_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One media folder for the whole run, so the default video is drawn once."""
+    return tmp_path_factory.mktemp("media")
+
+
+@pytest.fixture
+def media(settings, media_root: Path) -> Path:
+    settings.MEDIA_ROOT = media_root
+    settings.DEFAULT_VIDEO_PATH = ""
+    return media_root

@@ -1,0 +1,170 @@
+"""Video files the way the service keeps them: probed, and transcoded to H.264 MP4 with PyAV.
+
+Every stored video is H.264 in MP4 (``yuv420p``, even dimensions, moov at the front), at a
+constant frame rate, so browsers (and the SAM 2 demo's WebCodecs decoder) play it, and frame
+``i`` of the file is frame ``i`` for the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+
+from segmentation.engines.frames import FrameSourceError, VideoFileFrames
+
+POSTER_QUALITY = 85
+TIME_TOLERANCE = 1e-3  # seconds: timestamps this close count as the same instant
+
+
+class MediaError(ValueError):
+    """The file is not a video the service can use."""
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    width: int
+    height: int
+    fps: float
+    frame_count: int
+    duration: float  # seconds
+
+
+def probe(path: Path) -> VideoInfo:
+    """The video's geometry and length; :class:`MediaError` unless its first frame decodes."""
+    try:
+        frames = VideoFileFrames(path, cache_bytes=1)
+    except FrameSourceError as error:
+        raise MediaError(str(error)) from None
+    try:
+        frames.frame(0)
+        return VideoInfo(
+            frames.width, frames.height, frames.fps, len(frames), len(frames) / frames.fps
+        )
+    except FrameSourceError as error:
+        raise MediaError(str(error)) from None
+    finally:
+        frames.close()
+
+
+def poster(path: Path, destination: Path) -> None:
+    """Frame 0 of the video as a JPEG."""
+    frames = VideoFileFrames(path, cache_bytes=1)
+    try:
+        image = cv2.cvtColor(np.asarray(frames.frame(0)), cv2.COLOR_RGB2BGR)
+    finally:
+        frames.close()
+    ok, encoded = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, POSTER_QUALITY])
+    if not ok:
+        raise MediaError(f"{path.name}: cannot make a poster")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_bytes(encoded.tobytes())
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def transcode(
+    source: Path,
+    destination: Path,
+    *,
+    fps: int = 24,
+    max_side: int = 1280,
+    start: float = 0.0,
+    duration: float | None = None,
+) -> VideoInfo:
+    """Re-encode ``source`` as H.264 MP4 at ``fps``, its longest side at most ``max_side``,
+    from ``start`` seconds for at most ``duration`` seconds. Frames are picked by timestamp, so
+    the output keeps the source's timing whatever its frame rate."""
+    try:
+        container = av.open(str(source))
+    except (av.error.FFmpegError, OSError):
+        raise MediaError(f"{source.name} is not a readable video") from None
+    try:
+        if not container.streams.video:
+            raise MediaError(f"{source.name} has no video stream")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        written = _encode(container, stream, destination, fps, max_side, start, duration)
+    except av.error.FFmpegError as error:
+        destination.unlink(missing_ok=True)
+        raise MediaError(f"{source.name} cannot be decoded ({_reason(error)})") from None
+    except BaseException:
+        destination.unlink(missing_ok=True)
+        raise
+    finally:
+        container.close()
+    if written == 0:
+        destination.unlink(missing_ok=True)
+        raise MediaError(f"{source.name} has no video frames in the chosen time range")
+    return probe(destination)
+
+
+def _encode(
+    container: av.container.InputContainer,
+    stream: av.video.stream.VideoStream,
+    destination: Path,
+    fps: int,
+    max_side: int,
+    start: float,
+    duration: float | None,
+) -> int:
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if not width or not height:
+        raise MediaError("the video stream has no picture size")
+    scale = min(1.0, max_side / max(width, height))
+    out_width = max(2, int(width * scale) // 2 * 2)
+    out_height = max(2, int(height * scale) // 2 * 2)
+    end = math.inf if duration is None else start + duration
+    rate = stream.average_rate or stream.guessed_rate or fps
+    source_frame = 1.0 / float(rate)
+    written = 0
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(destination), "w", format="mp4", options={"movflags": "faststart"}) as output:
+        encoder = output.add_stream("libx264", rate=fps)
+        encoder.width, encoder.height, encoder.pix_fmt = out_width, out_height, "yuv420p"
+        encoder.options = {"crf": "20", "preset": "veryfast"}
+
+        def emit_until(frame: av.VideoFrame, until: float) -> None:
+            """Show ``frame`` at every output time before ``until`` (seconds from start)."""
+            nonlocal written
+            while start + written / fps < min(until, end) - TIME_TOLERANCE:
+                picture = frame.reformat(width=out_width, height=out_height, format="yuv420p")
+                picture.pts, picture.time_base = written, Fraction(1, fps)
+                for packet in encoder.encode(picture):
+                    output.mux(packet)
+                written += 1
+
+        # Output frame n shows the last source frame at or before time start + n / fps.
+        first_time = previous = previous_at = None
+        for frame in container.decode(stream):
+            if frame.time is None:
+                continue
+            if first_time is None:
+                first_time = frame.time
+            at = frame.time - first_time
+            if at >= end:
+                break
+            if previous is not None:
+                emit_until(previous, at)
+            previous, previous_at = frame, at
+        if previous is not None:
+            emit_until(previous, previous_at + source_frame)
+        for packet in encoder.encode():
+            output.mux(packet)
+    return written
+
+
+def _reason(error: Exception) -> str:
+    return getattr(error, "strerror", None) or type(error).__name__
