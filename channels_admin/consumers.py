@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import functools
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from channels.exceptions import StopConsumer
@@ -18,6 +18,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels_admin.backpressure import WriteGate
 from channels_admin.services.stream import STATUS_GROUP, stream_hub, viewer_status
 from channels_admin.test_pattern import PatternOptions, test_pattern_chunks
+from config.blocking import iterate_in_thread
 
 TS_HEADERS = [
     (b"Content-Type", b"video/mp2t"),
@@ -121,9 +122,11 @@ class DemoChannelConsumer(StreamingConsumer):
             return None
         DemoChannelConsumer._running += 1
         self.stop = threading.Event()
-        chunks = _threaded(
+        chunks = iterate_in_thread(
             lambda: test_pattern_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
-            self.stop,
+            stop=self.stop,
+            name="demo-channel",
+            buffered=64,
         )
         return functools.partial(anext, chunks, None)
 
@@ -132,36 +135,6 @@ class DemoChannelConsumer(StreamingConsumer):
             self.stop.set()
             self.stop = None
             DemoChannelConsumer._running -= 1
-
-
-async def _threaded(make_chunks, stop: threading.Event) -> AsyncIterator[bytes]:
-    """Run a blocking chunk generator in its own thread; yield its chunks here."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=64)
-
-    def produce() -> None:
-        chunks = make_chunks()
-        try:
-            for chunk in chunks:
-                put = asyncio.run_coroutine_threadsafe(queue.put(chunk), loop)
-                while not stop.is_set():
-                    with contextlib.suppress(TimeoutError):
-                        put.result(timeout=0.5)
-                        break
-                if stop.is_set():
-                    put.cancel()
-                    break
-        finally:
-            chunks.close()
-            if not stop.is_set():
-                loop.call_soon_threadsafe(queue.put_nowait, None)
-
-    threading.Thread(target=produce, name="demo-channel", daemon=True).start()
-    try:
-        while (chunk := await queue.get()) is not None:
-            yield chunk
-    finally:
-        stop.set()
 
 
 class StatusConsumer(AsyncJsonWebsocketConsumer):

@@ -3,9 +3,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.urls import path
 
-from segmentation.views import media_file
+from segmentation.views import media_file, propagate_in_video
 
 urlpatterns = [
+    path("propagate_in_video", propagate_in_video, name="propagate_in_video"),
     # MEDIA_URL reads "/media/" at run time (Django adds the script prefix); routes have no "/".
     path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", media_file, name="media"),
 ]

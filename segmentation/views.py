@@ -1,18 +1,39 @@
-"""The files behind ``Video.url`` and ``Video.posterUrl``: media served with byte ranges.
+"""HTTP endpoints beside GraphQL: media files and the propagation stream.
 
-Browsers' video elements seek with ``Range`` requests, which Django's own file responses do
-not answer; a single range is answered here with 206, anything else with the whole file.
+- ``/media/...``: the files behind ``Video.url`` and ``Video.posterUrl``. Browsers' video
+  elements seek with ``Range`` requests, which Django's own file responses do not answer; a
+  single range is answered here with 206, anything else with the whole file.
+- ``POST /propagate_in_video``: the SAM 2 demo's stream of masks. The engine runs in a thread of
+  its own (it holds the session's lock throughout); parts go out as frames are done. A client
+  that disconnects closes the stream, which stops the thread at its next frame, as does
+  ``cancelPropagateInVideo``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import mimetypes
 import re
+import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
+
+from config.blocking import iterate_in_thread
+from segmentation.errors import ErrorCode, SegmentationError
+from segmentation.services.sessions import PropagatedFrame, session_propagate
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
@@ -68,3 +89,64 @@ def _read(file: Path, start: int, length: int):
                 return
             length -= len(block)
             yield block
+
+
+STREAM_BOUNDARY = "frame"
+
+
+@csrf_exempt
+async def propagate_in_video(request: HttpRequest) -> HttpResponse:
+    """``POST /propagate_in_video`` ``{"session_id", "start_frame_index"}``: the masks of every
+    frame as they are computed, one part per frame of a ``multipart/x-savi-stream``."""
+    if request.method != "POST":
+        return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST a JSON body")
+    try:
+        body = json.loads(request.body or b"{}")
+        session_id = body["session_id"]
+        start = body.get("start_frame_index", 0)
+        if start is None:
+            start = 0
+        if not isinstance(session_id, str) or isinstance(start, bool) or not isinstance(start, int):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        return _error(
+            400,
+            ErrorCode.BAD_USER_INPUT,
+            'the body must be JSON {"session_id": "<id>", "start_frame_index": <integer>}',
+        )
+    try:
+        frames = session_propagate(session_id=session_id, start_frame_index=start)
+    except SegmentationError as error:
+        return _error(
+            404 if error.code == ErrorCode.SESSION_NOT_FOUND else 400, error.code, str(error)
+        )
+    stop = threading.Event()
+    # One frame in hand at most: a cancel or a disconnect stops the stream within a frame.
+    parts = iterate_in_thread(lambda: frames, stop=stop, name="propagation", buffered=1)
+    response = StreamingHttpResponse(
+        _multipart(parts), content_type=f"multipart/x-savi-stream; boundary={STREAM_BOUNDARY}"
+    )
+    response["Cache-Control"] = "no-cache"
+    return response
+
+
+async def _multipart(parts: AsyncIterator[PropagatedFrame]) -> AsyncIterator[bytes]:
+    # Closing this stream (the client went away) closes the propagation's at once.
+    async with contextlib.aclosing(parts):
+        async for part in parts:
+            body = json.dumps(
+                {"frame_index": part.frame_index, "results": part.results}, separators=(",", ":")
+            ).encode()
+            head = (
+                f"--{STREAM_BOUNDARY}\r\n"
+                "Content-Type: application/json; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\n"
+                f"Frame-Current: {part.frame_index}\r\n"
+                f"Frame-Total: {part.frame_count}\r\n"
+                "Mask-Type: RLE[]\r\n\r\n"
+            )
+            yield head.encode() + body + b"\r\n"
+
+
+def _error(status: int, code: ErrorCode, message: str) -> JsonResponse:
+    return JsonResponse({"error": message, "code": code.value}, status=status)

@@ -21,6 +21,7 @@ from django.conf import settings
 from segmentation.engines.base import Masks, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
+from segmentation.rle import rle_encode
 from segmentation.selectors import video_get
 from segmentation.services.engines import engine_get
 from segmentation.services.videos import media_path
@@ -195,6 +196,46 @@ def session_cancel_propagation(*, session_id: str) -> bool:
     session = session_registry().get(session_id)
     session.cancel.set()
     return True
+
+
+@dataclass(frozen=True)
+class PropagatedFrame:
+    frame_index: int
+    frame_count: int
+    results: list[dict[str, object]]  # [{"object_id": k, "mask": {"size", "counts"}}, ...]
+
+
+def session_propagate(*, session_id: str, start_frame_index: int = 0) -> Iterator[PropagatedFrame]:
+    """Propagate the session's masks, yielding each frame's as RLE: forward from the start frame
+    to the end, then backward to frame 0. Blocking: holds the session's lock while it runs, and
+    ends at the next frame once the session's cancel flag is set (or the session closes)."""
+    session = session_registry().get(session_id)
+    frame_count = session.state.frame_count
+    if not 0 <= start_frame_index < frame_count:
+        raise BadUserInput(
+            f"start frame index {start_frame_index} is outside the video's frames "
+            f"0..{frame_count - 1}"
+        )
+    return _propagate(session, start_frame_index, frame_count)
+
+
+def _propagate(session: Session, start: int, frame_count: int) -> Iterator[PropagatedFrame]:
+    with session.lock:
+        if not session_registry().touch(session.id):
+            return  # closed (or expired) while this propagation waited for the lock
+        session.cancel.clear()
+        for frame_index, masks in session.state.propagate(
+            start_frame_index=start, cancel=session.cancel
+        ):
+            session_registry().touch(session.id)
+            yield PropagatedFrame(
+                frame_index,
+                frame_count,
+                [
+                    {"object_id": object_id, "mask": rle_encode(mask)}
+                    for object_id, mask in sorted(masks.items())
+                ],
+            )
 
 
 @contextlib.contextmanager

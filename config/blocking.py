@@ -1,0 +1,68 @@
+"""Blocking iterators consumed from async code: each runs in its own thread, at its own pace.
+
+Both services need it: the demo channels encode video in a thread, and a propagation runs the
+engine in one. The thread holds whatever it took for the whole run (an engine session's lock is
+released by the thread that took it); the async side reads through a bounded queue, so a slow
+reader pauses the thread, and stopping (``stop`` set, or the async side closed) ends the thread
+at its next item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TypeVar
+
+Item = TypeVar("Item")
+_END = object()
+POLL_SECONDS = 0.5
+
+
+async def iterate_in_thread(
+    make_iterator: Callable[[], Iterator[Item]],
+    *,
+    stop: threading.Event,
+    name: str,
+    buffered: int = 8,
+) -> AsyncIterator[Item]:
+    """Yield what ``make_iterator()`` yields, computed in a new thread. An exception in the
+    thread is raised here; closing this iterator sets ``stop`` and ends the thread."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=buffered)
+
+    def hand_over(item: object) -> bool:
+        """Put ``item`` on the queue, waiting for room; False once stopped."""
+        put = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                put.result(timeout=POLL_SECONDS)
+                return True
+        put.cancel()
+        return False
+
+    def produce() -> None:
+        try:
+            iterator = make_iterator()
+            try:
+                for item in iterator:
+                    if not hand_over(item):
+                        return
+            finally:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    close()
+        except BaseException as error:  # handed to the reader, which raises it
+            hand_over(error)
+            return
+        hand_over(_END)
+
+    threading.Thread(target=produce, name=name, daemon=True).start()
+    try:
+        while (item := await queue.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()

@@ -1,0 +1,238 @@
+"""``POST /propagate_in_video`` against the real ASGI server, read as the SAM 2 demo reads it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import requests
+
+from segmentation.evaluation.metrics import region_similarity
+from segmentation.rle import rle_decode
+from tests.conftest import manage, project_env, running_server
+from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
+
+LONG_FRAMES = 240
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    var = tmp_path_factory.mktemp("stream-var")
+    videos = tmp_path_factory.mktemp("stream-videos")
+    write_mp4(make_video(12), videos / "short.mp4")
+    write_mp4(make_video(LONG_FRAMES), videos / "long.mp4")
+    env = project_env(var)
+    assert manage("migrate", "--noinput", env=env).returncode == 0
+    imported = manage("import_videos", str(videos), env=env)
+    assert imported.returncode == 0, imported.stderr
+    with running_server(var) as base_url:
+        yield base_url
+
+
+def graphql(server: str, query: str, **variables: object) -> dict:
+    response = requests.post(
+        f"{server}/graphql", json={"query": query, "variables": variables}, timeout=30
+    )
+    return response.json()
+
+
+def start_session(server: str, path: str) -> str:
+    result = graphql(
+        server,
+        "mutation($input: StartSessionInput!) { startSession(input: $input) { sessionId } }",
+        input={"path": path},
+    )
+    return result["data"]["startSession"]["sessionId"]
+
+
+def click(server: str, session_id: str, object_id: int, frame: int) -> dict:
+    mask = make_video(frame + 1).masks[frame][object_id]
+    ys, xs = np.nonzero(mask)
+    return graphql(
+        server,
+        "mutation($input: AddPointsInput!) { addPoints(input: $input) { frameIndex } }",
+        input={
+            "sessionId": session_id,
+            "frameIndex": frame,
+            "clearOldPoints": True,
+            "objectId": object_id,
+            "labels": [1],
+            "points": [[float(xs.mean()) / WIDTH, float(ys.mean()) / HEIGHT]],
+        },
+    )
+
+
+def parts(response: requests.Response) -> Iterator[tuple[dict[str, str], bytes]]:
+    """The parts of a multipart/x-savi-stream, parsed by the SAM 2 demo's rules: blank lines,
+    then "--frame", header lines "Name: value", a blank line, Content-Length bytes of body."""
+    boundary = b"--" + response.headers["Content-Type"].split("; boundary=", 1)[1].encode()
+    buffer = b""
+    chunks = response.iter_content(chunk_size=None)
+    while True:
+        while buffer.startswith(b"\r\n"):
+            buffer = buffer[2:]
+        if b"\r\n\r\n" not in buffer:
+            chunk = next(chunks, None)
+            if chunk is None:
+                assert buffer == b"", "the stream ended mid-part"
+                return
+            buffer += chunk
+            continue
+        head, rest = buffer.split(b"\r\n\r\n", 1)
+        lines = head.split(b"\r\n")
+        assert lines[0] == boundary
+        headers = dict(line.decode().split(": ", 1) for line in lines[1:])
+        length = int(headers["Content-Length"])
+        while len(rest) < length:
+            rest += next(chunks)
+        yield headers, rest[:length]
+        buffer = rest[length:]
+
+
+def propagate(server: str, session_id: str, start: int | None = None) -> requests.Response:
+    body = {"session_id": session_id} | ({} if start is None else {"start_frame_index": start})
+    return requests.post(f"{server}/propagate_in_video", json=body, stream=True, timeout=60)
+
+
+def test_stream_forward_then_backward_with_every_object(server: str) -> None:
+    video = make_video(12)
+    session_id = start_session(server, "gallery/short.mp4")
+    click(server, session_id, 1, 4)
+    click(server, session_id, 2, 4)
+
+    with propagate(server, session_id, 4) as response:
+        assert response.status_code == 200
+        assert response.headers["Content-Type"] == "multipart/x-savi-stream; boundary=frame"
+        received = list(parts(response))
+
+    order = []
+    for headers, body in received:
+        assert headers["Content-Type"] == "application/json; charset=utf-8"
+        assert headers["Mask-Type"] == "RLE[]"
+        assert headers["Frame-Total"] == "12"
+        data = json.loads(body)
+        assert headers["Frame-Current"] == str(data["frame_index"])
+        order.append(data["frame_index"])
+        assert [r["object_id"] for r in data["results"]] == [1, 2]
+        for result in data["results"]:
+            assert sorted(result["mask"]) == ["counts", "size"]
+            mask = rle_decode(result["mask"])
+            truth = video.masks[data["frame_index"]][result["object_id"]]
+            assert region_similarity(mask, truth) > 0.85
+    assert order == [4, 5, 6, 7, 8, 9, 10, 11, 3, 2, 1, 0]
+
+
+def test_start_frame_defaults_to_zero(server: str) -> None:
+    session_id = start_session(server, "gallery/short.mp4")
+    click(server, session_id, 1, 0)
+
+    with propagate(server, session_id) as response:
+        frames = [int(headers["Frame-Current"]) for headers, _ in parts(response)]
+
+    assert frames == list(range(12))
+
+
+def test_cancel_stops_the_stream_within_a_frame(server: str) -> None:
+    session_id = start_session(server, "gallery/long.mp4")
+    click(server, session_id, 1, 0)
+
+    with propagate(server, session_id, 0) as response:
+        stream = parts(response)
+        for _ in range(3):
+            next(stream)
+        cancelled = graphql(
+            server,
+            "mutation($input: CancelPropagateInVideoInput!) "
+            "{ cancelPropagateInVideo(input: $input) { success } }",
+            input={"sessionId": session_id},
+        )
+        after = sum(1 for _ in stream)
+
+    assert cancelled["data"]["cancelPropagateInVideo"] == {"success": True}
+    # the frame being computed and the one handed over may still come; nothing more
+    assert after <= 3, after
+    # the session is free again: a new propagation runs to the end
+    with propagate(server, session_id, LONG_FRAMES - 3) as response:
+        assert [h["Frame-Current"] for h, _ in parts(response)][:3] == ["237", "238", "239"]
+
+
+def test_a_client_that_leaves_frees_the_session(server: str) -> None:
+    session_id = start_session(server, "gallery/long.mp4")
+    click(server, session_id, 1, 0)
+    started = time.monotonic()
+    with propagate(server, session_id, 0) as response:
+        assert sum(1 for _ in parts(response)) == LONG_FRAMES
+    whole = time.monotonic() - started
+
+    response = propagate(server, session_id, 0)
+    next(parts(response))
+    response.close()
+
+    # the propagation stops and releases the session's lock: a click is answered long before
+    # the rest of the propagation could have run
+    started = time.monotonic()
+    result = click(server, session_id, 1, 10)
+    waited = time.monotonic() - started
+    assert result["data"]["addPoints"]["frameIndex"] == 10
+    assert whole > 1.0, whole
+    assert waited < whole / 3, (waited, whole)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "message"),
+    [
+        ({"session_id": "nope"}, 404, "SESSION_NOT_FOUND", "no session with id 'nope'"),
+        (
+            {},
+            400,
+            "BAD_USER_INPUT",
+            'the body must be JSON {"session_id": "<id>", "start_frame_index": <integer>}',
+        ),
+        (
+            {"session_id": 5},
+            400,
+            "BAD_USER_INPUT",
+            'the body must be JSON {"session_id": "<id>", "start_frame_index": <integer>}',
+        ),
+    ],
+)
+def test_bad_requests(server: str, body: dict, status: int, code: str, message: str) -> None:
+    response = requests.post(f"{server}/propagate_in_video", json=body, timeout=10)
+
+    assert response.status_code == status
+    assert response.json() == {"error": message, "code": code}
+
+
+def test_start_frame_out_of_range(server: str) -> None:
+    session_id = start_session(server, "gallery/short.mp4")
+
+    response = requests.post(
+        f"{server}/propagate_in_video",
+        json={"session_id": session_id, "start_frame_index": 12},
+        timeout=10,
+    )
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "start frame index 12 is outside the video's frames 0..11",
+        "code": "BAD_USER_INPUT",
+    }
+
+
+def test_cross_origin_preflight_from_the_demo_frontend(server: str) -> None:
+    response = requests.options(
+        f"{server}/propagate_in_video",
+        headers={
+            "Origin": "http://localhost:7262",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type",
+        },
+        timeout=10,
+    )
+
+    assert response.status_code == 200
+    assert response.headers["Access-Control-Allow-Origin"] == "http://localhost:7262"
+    assert "content-type" in response.headers["Access-Control-Allow-Headers"]
