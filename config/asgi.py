@@ -21,9 +21,11 @@ from django.urls import re_path  # noqa: E402
 
 from channels_admin import routing as channels_admin_routing  # noqa: E402
 from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E402
+from config.body_limit import RequestBodyLimit  # noqa: E402
 
-http_application = (
-    ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application
+http_application = RequestBodyLimit(
+    ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application,
+    limit_bytes=settings.MAX_UPLOAD_BYTES,
 )
 
 playlist_ensure_loaded()

@@ -1,20 +1,32 @@
-"""The GraphQL endpoint: graphene-django's view, with the API's typed errors made visible.
+"""The GraphQL endpoint: graphene-django's view, with typed errors and file uploads.
 
-A service raises a typed exception carrying a stable ``code`` (an enum, e.g. ``SESSION_NOT_FOUND``);
-here, and only here, it becomes the error's ``extensions.code`` with the exception's message.
+- A service raises a typed exception carrying a stable ``code`` (an enum, e.g.
+  ``SESSION_NOT_FOUND``); here, and only here, it becomes the error's ``extensions.code``.
+- Requests may follow the GraphQL multipart request specification: an ``operations`` field (the
+  JSON request), a ``map`` field (which file part goes to which variable), and the file parts.
+  (The size of the whole request is capped before Django reads it: ``config/body_limit.py``.)
 """
 
 from __future__ import annotations
 
 import enum
+import json
 
-from graphene_django.views import GraphQLView
+from django.http import HttpRequest, HttpResponseBadRequest
+from graphene_django.views import GraphQLView, HttpError
 from graphql import GraphQLError
 
 
 class ApiView(GraphQLView):
+    def parse_body(self, request: HttpRequest) -> dict:
+        if self.get_content_type(request) == "multipart/form-data":
+            return operations_with_files(request)
+        return super().parse_body(request)
+
     @staticmethod
     def format_error(error: Exception) -> dict:
+        if isinstance(error, BadMultipartRequest):
+            return {"message": error.message, "extensions": {"code": error.code}}
         formatted = GraphQLView.format_error(error)
         original = (
             getattr(error, "original_error", None) if isinstance(error, GraphQLError) else None
@@ -24,3 +36,55 @@ class ApiView(GraphQLView):
             formatted["message"] = str(original)
             formatted["extensions"] = {**formatted.get("extensions", {}), "code": code.value}
         return formatted
+
+
+def operations_with_files(request: HttpRequest) -> dict:
+    """The ``operations`` of a multipart request, with each mapped file put in its place."""
+    try:
+        operations = json.loads(request.POST["operations"])
+        mapping = json.loads(request.POST["map"])
+    except KeyError as missing:
+        raise _bad_request(f"a multipart GraphQL request needs the field {missing}") from None
+    except ValueError:
+        raise _bad_request("the operations and map fields must be JSON") from None
+    if not isinstance(operations, dict) or not isinstance(mapping, dict):
+        raise _bad_request("operations must be a JSON object and map a JSON object")
+    for key, paths in mapping.items():
+        if key not in request.FILES:
+            raise _bad_request(f"the map names a file part {key!r} that the request lacks")
+        if not isinstance(paths, list):
+            raise _bad_request(f"map[{key!r}] must be a list of paths")
+        for path in paths:
+            _place(operations, str(path), request.FILES[key])
+    return operations
+
+
+def _place(operations: dict, path: str, file: object) -> None:
+    *parents, last = path.split(".")
+    if not parents or parents[0] != "variables":
+        raise _bad_request(f"a file can only go into the variables, not {path!r}")
+    target: object = operations
+    try:
+        for step in parents:
+            target = target[int(step)] if isinstance(target, list) else target[step]
+        if isinstance(target, list):
+            target[int(last)] = file
+        elif isinstance(target, dict):
+            target[last] = file
+        else:
+            raise TypeError
+    except (KeyError, IndexError, ValueError, TypeError):
+        raise _bad_request(f"the map's path {path!r} is not in the operations") from None
+
+
+class BadMultipartRequest(HttpError):
+    """A multipart request that does not follow the specification: answered with 400."""
+
+    code = "BAD_USER_INPUT"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(HttpResponseBadRequest(), message)
+
+
+def _bad_request(message: str) -> BadMultipartRequest:
+    return BadMultipartRequest(message)

@@ -36,19 +36,21 @@ class VideoInfo:
     duration: float  # seconds
 
 
-def probe(path: Path) -> VideoInfo:
-    """The video's geometry and length; :class:`MediaError` unless its first frame decodes."""
+def probe(path: Path, *, label: str | None = None) -> VideoInfo:
+    """The video's geometry and length; :class:`MediaError` unless its first frame decodes.
+    Messages call the file ``label`` (by default its name)."""
+    label = label or path.name
     try:
         frames = VideoFileFrames(path, cache_bytes=1)
     except FrameSourceError as error:
-        raise MediaError(str(error)) from None
+        raise MediaError(str(error).replace(path.name, label, 1)) from None
     try:
         frames.frame(0)
         return VideoInfo(
             frames.width, frames.height, frames.fps, len(frames), len(frames) / frames.fps
         )
     except FrameSourceError as error:
-        raise MediaError(str(error)) from None
+        raise MediaError(str(error).replace(path.name, label, 1)) from None
     finally:
         frames.close()
 
@@ -83,23 +85,26 @@ def transcode(
     max_side: int = 1280,
     start: float = 0.0,
     duration: float | None = None,
+    label: str | None = None,
 ) -> VideoInfo:
     """Re-encode ``source`` as H.264 MP4 at ``fps``, its longest side at most ``max_side``,
     from ``start`` seconds for at most ``duration`` seconds. Frames are picked by timestamp, so
-    the output keeps the source's timing whatever its frame rate."""
+    the output keeps the source's timing whatever its frame rate. Messages call the source
+    ``label`` (by default its name)."""
+    label = label or source.name
     try:
         container = av.open(str(source))
     except (av.error.FFmpegError, OSError):
-        raise MediaError(f"{source.name} is not a readable video") from None
+        raise MediaError(f"{label} is not a readable video") from None
     try:
         if not container.streams.video:
-            raise MediaError(f"{source.name} has no video stream")
+            raise MediaError(f"{label} has no video stream")
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         written = _encode(container, stream, destination, fps, max_side, start, duration)
     except av.error.FFmpegError as error:
         destination.unlink(missing_ok=True)
-        raise MediaError(f"{source.name} cannot be decoded ({_reason(error)})") from None
+        raise MediaError(f"{label} cannot be decoded ({_reason(error)})") from None
     except BaseException:
         destination.unlink(missing_ok=True)
         raise
@@ -107,7 +112,7 @@ def transcode(
         container.close()
     if written == 0:
         destination.unlink(missing_ok=True)
-        raise MediaError(f"{source.name} has no video frames in the chosen time range")
+        raise MediaError(f"{label} has no video frames in the chosen time range")
     return probe(destination)
 
 

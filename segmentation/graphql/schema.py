@@ -7,6 +7,7 @@ import graphene
 from segmentation.graphql.consent import ConsentMutations
 from segmentation.graphql.ping import PingInput, Pong, resolve_ping
 from segmentation.graphql.sessions import SessionMutations
+from segmentation.graphql.uploads import UploadMutations
 from segmentation.graphql.videos import VideoQueries
 
 
@@ -22,5 +23,5 @@ class Queries(VideoQueries, graphene.ObjectType):
     )
 
 
-class Mutations(SessionMutations, ConsentMutations, graphene.ObjectType):
+class Mutations(SessionMutations, UploadMutations, ConsentMutations, graphene.ObjectType):
     """Write operations of the segmentation service."""

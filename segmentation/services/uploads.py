@@ -1,0 +1,161 @@
+"""What clients upload: videos for the gallery, videos to share, and annotation files.
+
+An upload is checked before anything is kept: a video must decode (it is transcoded to the
+stored format, cut to its time range), an annotation file must fit its video. A refused upload
+leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+
+from segmentation.errors import BadUserInput, UnsupportedMedia, VideoNotFound
+from segmentation.models import Annotation, DeletionId, Video
+from segmentation.rle import rle_decode
+from segmentation.services.videos import media_path, video_register
+from segmentation.transcode import MediaError, probe, sha256_of, transcode
+
+UPLOADS_DIR = "uploads"
+SHARED_DIR = "shared"
+
+
+def video_upload(
+    *,
+    file: UploadedFile,
+    start: float | None = None,
+    duration: float | None = None,
+    deletion_id: DeletionId | None = None,
+) -> Video:
+    """Store an uploaded video as ``uploads/<sha256>.mp4`` (H.264, 24 fps, capped length)."""
+    start = 0.0 if start is None else start
+    limit = float(settings.MAX_UPLOAD_DURATION_SEC)
+    duration = limit if duration is None else duration
+    if not math.isfinite(start) or start < 0:
+        raise BadUserInput(f"startTimeSec must be a non-negative number, got {start}")
+    if not math.isfinite(duration) or duration <= 0:
+        raise BadUserInput(f"durationTimeSec must be a positive number, got {duration}")
+    source = _local_path(file)
+    partial = media_path(f"{UPLOADS_DIR}/.{uuid.uuid4().hex}.partial")
+    try:
+        transcode(
+            source,
+            partial,
+            max_side=settings.MAX_VIDEO_SIDE,
+            start=start,
+            duration=min(duration, limit),
+            label=file.name,
+        )
+        destination = media_path(f"{UPLOADS_DIR}/{sha256_of(partial)}.mp4")
+        partial.replace(destination)
+    except MediaError as error:
+        raise UnsupportedMedia(str(error)) from None
+    finally:
+        partial.unlink(missing_ok=True)  # still there only if something failed
+        _release(file, source)
+    return video_register(path=destination, origin=Video.Origin.UPLOAD, deletion_id=deletion_id)
+
+
+def shared_video_upload(*, file: UploadedFile, deletion_id: DeletionId | None = None) -> Video:
+    """Keep a video (as sent, once it is known to decode) under ``shared/<sha256>.mp4``."""
+    source = _local_path(file)
+    partial = media_path(f"{SHARED_DIR}/.{uuid.uuid4().hex}.partial")
+    try:
+        probe(source, label=file.name)
+        destination = media_path(f"{SHARED_DIR}/{sha256_of(source)}.mp4")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, partial)
+        partial.replace(destination)
+    except MediaError as error:
+        raise UnsupportedMedia(str(error)) from None
+    finally:
+        partial.unlink(missing_ok=True)
+        _release(file, source)
+    return video_register(path=destination, origin=Video.Origin.SHARED, deletion_id=deletion_id)
+
+
+def annotations_upload(*, file: UploadedFile, deletion_id: DeletionId | None = None) -> Annotation:
+    """Validate an annotation file against its video and keep it."""
+    try:
+        data = json.loads(file.read())
+    except (ValueError, UnicodeDecodeError):
+        raise BadUserInput(f"{file.name} is not a JSON annotation file") from None
+    video = annotations_check(data)
+    with transaction.atomic():
+        return Annotation.objects.create(video=video, data=data, deletion_id=deletion_id)
+
+
+def annotations_check(data: object) -> Video:
+    """The video the annotations are of; :class:`BadUserInput` naming the first fault."""
+    if not isinstance(data, dict) or not isinstance(data.get("video"), str):
+        raise BadUserInput('annotations must be {"video": "<path>", "frames": [...]}')
+    video = Video.objects.filter(path=data["video"]).first()
+    if video is None:
+        raise VideoNotFound(f"the annotations are of an unknown video {data['video']!r}")
+    frames = data.get("frames")
+    if not isinstance(frames, list):
+        raise BadUserInput("annotations need a list of frames")
+    seen: set[int] = set()
+    for position, frame in enumerate(frames):
+        where = f"frames[{position}]"
+        if not isinstance(frame, dict) or not isinstance(frame.get("objects"), list):
+            raise BadUserInput(f'{where} must be {{"frame_index": <int>, "objects": [...]}}')
+        index = frame.get("frame_index")
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not 0 <= index < video.frame_count
+        ):
+            raise BadUserInput(
+                f"{where}.frame_index must be within 0..{video.frame_count - 1}, got {index!r}"
+            )
+        if index in seen:
+            raise BadUserInput(f"{where}: frame {index} appears twice")
+        seen.add(index)
+        for number, item in enumerate(frame["objects"]):
+            _check_object(item, f"{where}.objects[{number}]", video)
+    return video
+
+
+def _check_object(item: object, where: str, video: Video) -> None:
+    if not isinstance(item, dict):
+        raise BadUserInput(f'{where} must be {{"object_id": <int>, "mask": {{...}}}}')
+    object_id = item.get("object_id")
+    if isinstance(object_id, bool) or not isinstance(object_id, int) or object_id < 0:
+        raise BadUserInput(f"{where}.object_id must be a non-negative integer")
+    mask = item.get("mask")
+    size = mask.get("size") if isinstance(mask, dict) else None
+    if size != [video.height, video.width]:
+        raise BadUserInput(
+            f"{where}.mask.size must be the video's [{video.height}, {video.width}], got {size!r}"
+        )
+    try:
+        rle_decode(mask)
+    except ValueError as error:
+        raise BadUserInput(f"{where}.mask: {error}") from None
+
+
+def _local_path(file: UploadedFile) -> Path:
+    """A path to the upload's bytes: its temporary file, or one written now for a small upload."""
+    path = getattr(file, "temporary_file_path", None)
+    if path is not None:
+        return Path(path())
+    spill = media_path(f"{UPLOADS_DIR}/.{uuid.uuid4().hex}.incoming")
+    spill.parent.mkdir(parents=True, exist_ok=True)
+    with spill.open("wb") as writer:
+        for chunk in file.chunks():
+            writer.write(chunk)
+    return spill
+
+
+def _release(file: UploadedFile, source: Path) -> None:
+    """Delete the copy :func:`_local_path` made (Django removes its own temporary files)."""
+    if getattr(file, "temporary_file_path", None) is None:
+        source.unlink(missing_ok=True)
