@@ -3,10 +3,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.urls import path
 
-from segmentation.views import media_file, propagate_in_video
+from segmentation.views import annotations_export, media_file, propagate_in_video
 
 urlpatterns = [
     path("propagate_in_video", propagate_in_video, name="propagate_in_video"),
+    path("annotations/<str:session_id>.json", annotations_export, name="annotations_export"),
     # MEDIA_URL reads "/media/" at run time (Django adds the script prefix); routes have no "/".
     path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", media_file, name="media"),
 ]

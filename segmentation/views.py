@@ -33,7 +33,11 @@ from django.views.decorators.http import require_safe
 
 from config.blocking import iterate_in_thread
 from segmentation.errors import ErrorCode, SegmentationError
-from segmentation.services.sessions import PropagatedFrame, session_propagate
+from segmentation.services.sessions import (
+    PropagatedFrame,
+    session_annotations,
+    session_propagate,
+)
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
@@ -92,6 +96,18 @@ def _read(file: Path, start: int, length: int):
 
 
 STREAM_BOUNDARY = "frame"
+
+
+@require_safe
+def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
+    """``GET /annotations/<session_id>.json``: the session's masks, as a download."""
+    try:
+        data = session_annotations(session_id=session_id)
+    except SegmentationError as error:
+        return _error(404, error.code, str(error))
+    response = JsonResponse(data)
+    response["Content-Disposition"] = f'attachment; filename="annotations-{session_id}.json"'
+    return response
 
 
 @csrf_exempt

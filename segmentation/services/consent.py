@@ -1,17 +1,21 @@
 """What a client agrees to and how it takes its data back: terms acceptances and deletion IDs.
 
 Both hang on the client's cookie session (Django's), so the uploads a client makes after asking
-for a deletion ID are linked to it, and ``manage.py delete_user_data ID`` removes them.
+for a deletion ID are linked to it, and ``manage.py delete_user_data ID`` removes them, with
+everything else recorded for that client.
 """
 
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.sessions.backends.base import SessionBase
+from django.db import transaction
 
-from segmentation.models import DeletionId, TermsAcceptance
+from segmentation.models import Annotation, DeletionId, TermsAcceptance, Video
+from segmentation.services.videos import media_path
 
 DELETION_ID_KEY = "segmentation_deletion_id"
 
@@ -41,3 +45,35 @@ def terms_accept(*, session: SessionBase) -> str:
     version = settings.TERMS_OF_SERVICE_VERSION
     TermsAcceptance.objects.create(session_key=_session_key(session), version=version)
     return version
+
+
+@dataclass(frozen=True)
+class Deleted:
+    videos: int
+    annotations: int
+
+
+def user_data_delete(*, deletion_id: str) -> Deleted:
+    """Delete the uploads and records of the client that holds ``deletion_id``: its videos (and
+    their files), annotations, terms acceptances and deletion IDs. Unknown IDs raise LookupError."""
+    found = DeletionId.objects.filter(id=deletion_id).first()
+    if found is None:
+        raise LookupError(f"no deletion ID {deletion_id!r}")
+    client = DeletionId.objects.filter(session_key=found.session_key)
+    videos = list(Video.objects.filter(deletion_id__in=client))
+    files = [media_path(v.path) for v in videos]
+    posters = {v.poster_path for v in videos}
+    with transaction.atomic():
+        annotations, _ = Annotation.objects.filter(deletion_id__in=client).delete()
+        Annotation.objects.filter(video__in=videos).delete()
+        Video.objects.filter(pk__in=[v.pk for v in videos]).delete()
+        TermsAcceptance.objects.filter(session_key=found.session_key).delete()
+        client.delete()
+    for file in files:
+        file.unlink(missing_ok=True)
+    still_used = set(
+        Video.objects.filter(poster_path__in=posters).values_list("poster_path", flat=True)
+    )
+    for poster in posters - still_used:
+        media_path(poster).unlink(missing_ok=True)
+    return Deleted(len(videos), annotations)

@@ -32,6 +32,7 @@ class Session:
     id: str
     state: Any
     last_used: float
+    video_path: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel: threading.Event = field(default_factory=threading.Event)
 
@@ -70,11 +71,13 @@ class SessionRegistry:
                 "close one or try again later"
             )
 
-    def open(self, *, state: Any) -> Session:
+    def open(self, *, state: Any, video_path: str = "") -> Session:
         with self._guard:
             self._expire_locked()
             self._check_room_locked()
-            session = Session(id=str(uuid.uuid4()), state=state, last_used=self._clock())
+            session = Session(
+                id=str(uuid.uuid4()), state=state, last_used=self._clock(), video_path=video_path
+            )
             self._sessions[session.id] = session
             return session
 
@@ -138,7 +141,7 @@ def session_start(*, path: str) -> Session:
         frames = VideoFileFrames(media_path(video.path))
     except FrameSourceError as error:
         raise UnsupportedMedia(str(error)) from None
-    return registry.open(state=engine_get().open(frames))
+    return registry.open(state=engine_get().open(frames), video_path=video.path)
 
 
 def session_close(*, session_id: str) -> bool:
@@ -236,6 +239,24 @@ def _propagate(session: Session, start: int, frame_count: int) -> Iterator[Propa
                     for object_id, mask in sorted(masks.items())
                 ],
             )
+
+
+def session_annotations(*, session_id: str) -> dict[str, object]:
+    """The session's masks in the annotation format ``uploadAnnotations`` takes: every frame
+    with a mask (after a propagation, every frame the objects are on), non-empty masks only."""
+    session = session_registry().get(session_id)
+    frames = []
+    with session.lock:
+        state: VideoState = session.state
+        for frame_index in range(state.frame_count):
+            objects = [
+                {"object_id": object_id, "mask": rle_encode(mask)}
+                for object_id, mask in sorted(state.masks(frame_index=frame_index).items())
+                if mask.any()
+            ]
+            if objects:
+                frames.append({"frame_index": frame_index, "objects": objects})
+    return {"video": session.video_path, "frames": frames}
 
 
 @contextlib.contextmanager

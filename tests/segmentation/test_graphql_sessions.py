@@ -12,6 +12,7 @@ from segmentation.evaluation.metrics import region_similarity
 from segmentation.models import DeletionId, TermsAcceptance
 from segmentation.rle import rle_decode
 from segmentation.services.sessions import session_registry
+from segmentation.services.uploads import annotations_check
 from segmentation.services.videos import video_register
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 from tests.segmentation.test_graphql_videos import gql
@@ -229,3 +230,34 @@ def test_terms_and_deletion_ids_follow_the_cookie_session(client: Client) -> Non
     session_key = client.session.session_key
     assert set(DeletionId.objects.values_list("session_key", flat=True)) == {session_key}
     assert list(TermsAcceptance.objects.values_list("version", flat=True)) == ["2024-07-29"] * 2
+
+
+def test_export_round_trips_through_upload_annotations(
+    client: Client, library_video: str, video: Video
+) -> None:
+    session_id = start(client, library_video)
+    add(client, session_id, video, 1)
+    add(client, session_id, video, 2, frame=3)
+
+    response = client.get(f"/annotations/{session_id}.json")
+
+    assert response.status_code == 200
+    assert (
+        response["Content-Disposition"] == f'attachment; filename="annotations-{session_id}.json"'
+    )
+    exported = response.json()
+    assert exported["video"] == library_video
+    assert [frame["frame_index"] for frame in exported["frames"]] == [0, 3]
+    assert [o["object_id"] for o in exported["frames"][0]["objects"]] == [1]
+    assert [o["object_id"] for o in exported["frames"][1]["objects"]] == [2]
+    first = rle_decode(exported["frames"][0]["objects"][0]["mask"])
+    assert region_similarity(first, video.masks[0][1]) > 0.9
+    # the export is a file uploadAnnotations accepts
+    assert annotations_check(exported).path == library_video
+
+
+def test_export_of_an_unknown_session(client: Client) -> None:
+    response = client.get("/annotations/nope.json")
+
+    assert response.status_code == 404
+    assert response.json() == {"error": "no session with id 'nope'", "code": "SESSION_NOT_FOUND"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,10 +10,12 @@ import numpy as np
 import pytest
 import requests
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from segmentation.models import Annotation, DeletionId, Video
 from segmentation.rle import rle_encode
+from segmentation.services.videos import video_register
 from tests.conftest import running_server
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 
@@ -179,8 +182,6 @@ def test_upload_shared_video(client: Client, media: Path, video_file: Path) -> N
 
 @pytest.fixture
 def library_video(media: Path, video_file: Path) -> Video:
-    from segmentation.services.videos import video_register
-
     destination = media / "uploads" / "shapes.mp4"
     destination.parent.mkdir(parents=True, exist_ok=True)
     destination.write_bytes(video_file.read_bytes())
@@ -317,3 +318,33 @@ def test_too_large_uploads_are_refused_before_django_reads_them(tmp_path: Path) 
     assert (declared.status_code, declared.json()) == (413, expected)
     assert (chunked.status_code, chunked.json()) == (413, expected)
     assert not [p for p in (tmp_path / "var").rglob("*") if p.is_file() and "media" in p.parts]
+
+
+def test_delete_user_data(
+    client: Client, media: Path, video_file: Path, library_video: Video
+) -> None:
+    other = Client()
+    deletion_id = client.post(
+        "/graphql",
+        {"query": "mutation { createDeletionId acceptTos }"},
+        content_type="application/json",
+    ).json()["data"]["createDeletionId"]
+    mine = upload(client, UPLOAD_VIDEO, video_file.read_bytes(), "mine.mp4")["data"]["uploadVideo"]
+    upload(client, ANNOTATIONS, json.dumps(annotation(library_video)).encode(), "a.json")
+    theirs = upload(
+        other, UPLOAD_VIDEO, write_mp4(make_video(6), media / "x.mp4").read_bytes(), "t.mp4"
+    )
+    theirs = theirs["data"]["uploadVideo"]
+
+    out = io.StringIO()
+    call_command("delete_user_data", deletion_id, stdout=out)
+
+    assert out.getvalue() == "deleted 1 video(s) and 1 annotation file(s)\n"
+    assert not Video.objects.filter(path=mine["path"]).exists()
+    assert not (media / mine["path"]).exists()
+    assert Video.objects.filter(path=theirs["path"]).exists()
+    assert (media / theirs["path"]).exists()
+    assert not DeletionId.objects.exists()
+    assert not Annotation.objects.exists()
+    with pytest.raises(CommandError, match=r"^no deletion ID"):
+        call_command("delete_user_data", deletion_id)
