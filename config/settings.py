@@ -133,6 +133,9 @@ MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)
 TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
+# Decoded frames each session keeps (stored videos have a key frame every second, so a frame
+# that dropped out costs at most a second of decoding).
+SESSION_FRAME_CACHE_MB = env_int("SESSION_FRAME_CACHE_MB", 64, minimum=1)
 
 # The IPTV channel admin.
 LISTEN_PORT = env_int("LISTEN_PORT", 7263, minimum=1)

@@ -25,7 +25,7 @@ def demo_video_write(destination: Path) -> None:
     with av.open(str(partial), "w", format="mp4", options={"movflags": "faststart"}) as output:
         stream = output.add_stream("libx264", rate=FPS)
         stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        stream.options = {"crf": "20", "preset": "veryfast"}
+        stream.options = {"crf": "20", "preset": "veryfast", "g": str(FPS)}
         for index in range(FPS * SECONDS):
             frame = av.VideoFrame.from_ndarray(_scene(floor, index / (FPS * SECONDS)), "rgb24")
             frame.pts, frame.time_base = index, Fraction(1, FPS)

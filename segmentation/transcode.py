@@ -139,7 +139,8 @@ def _encode(
     with av.open(str(destination), "w", format="mp4", options={"movflags": "faststart"}) as output:
         encoder = output.add_stream("libx264", rate=fps)
         encoder.width, encoder.height, encoder.pix_fmt = out_width, out_height, "yuv420p"
-        encoder.options = {"crf": "20", "preset": "veryfast"}
+        # A key frame every second: the engine seeks often (propagating backward, any click).
+        encoder.options = {"crf": "20", "preset": "veryfast", "g": str(fps)}
 
         def emit_until(frame: av.VideoFrame, until: float) -> None:
             """Show ``frame`` at every output time before ``until`` (seconds from start)."""

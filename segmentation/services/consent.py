@@ -28,7 +28,9 @@ def _session_key(session: SessionBase) -> str:
 
 def deletion_id_create(*, session: SessionBase) -> DeletionId:
     deletion_id = DeletionId.objects.create(
-        id=secrets.token_urlsafe(24), session_key=_session_key(session)
+        # Hex: an ID must be safe to type, and never start with "-" on a command line.
+        id=secrets.token_hex(16),
+        session_key=_session_key(session),
     )
     session[DELETION_ID_KEY] = deletion_id.id
     return deletion_id

@@ -138,7 +138,9 @@ def session_start(*, path: str) -> Session:
     registry.check_room()
     video = video_get(path=path)
     try:
-        frames = VideoFileFrames(media_path(video.path))
+        frames = VideoFileFrames(
+            media_path(video.path), cache_bytes=settings.SESSION_FRAME_CACHE_MB * 1024 * 1024
+        )
     except FrameSourceError as error:
         raise UnsupportedMedia(str(error)) from None
     return registry.open(state=engine_get().open(frames), video_path=video.path)

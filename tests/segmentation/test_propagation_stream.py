@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -236,3 +237,47 @@ def test_cross_origin_preflight_from_the_demo_frontend(server: str) -> None:
     assert response.status_code == 200
     assert response.headers["Access-Control-Allow-Origin"] == "http://localhost:7262"
     assert "content-type" in response.headers["Access-Control-Allow-Headers"]
+
+
+def test_sessions_do_not_wait_on_each_other(server: str) -> None:
+    # given session A busy propagating the long video (its reader takes one part at a time)
+    busy = start_session(server, "gallery/long.mp4")
+    click(server, busy, 1, 0)
+    other = start_session(server, "gallery/short.mp4")
+    with propagate(server, busy, 0) as response:
+        stream = parts(response)
+        next(stream)
+        # when session B clicks meanwhile
+        started = time.monotonic()
+        result = click(server, other, 2, 0)
+        waited = time.monotonic() - started
+        remaining = sum(1 for _ in stream)
+
+    # then B is answered while A's propagation still has most of its frames to go
+    assert result["data"]["addPoints"]["frameIndex"] == 0
+    assert remaining > LONG_FRAMES // 2, (remaining, waited)
+
+
+def test_many_sessions_at_once(server: str) -> None:
+    video = make_video(12)
+
+    def one_user(object_id: int) -> float:
+        session_id = start_session(server, "gallery/short.mp4")
+        click(server, session_id, object_id, 0)
+        with propagate(server, session_id, 0) as response:
+            last = [json.loads(body) for _, body in parts(response)][-1]
+        closed = graphql(
+            server,
+            "mutation($input: CloseSessionInput!) { closeSession(input: $input) { success } }",
+            input={"sessionId": session_id},
+        )
+        assert closed["data"]["closeSession"] == {"success": True}
+        assert last["frame_index"] == 11
+        (result,) = last["results"]
+        return region_similarity(rle_decode(result["mask"]), video.masks[11][result["object_id"]])
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        scores = list(pool.map(one_user, [1, 2] * 8))
+
+    assert len(scores) == 16
+    assert min(scores) > 0.85, scores
