@@ -47,6 +47,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "corsheaders.middleware.CorsMiddleware",
+    "config.server_timing.ServerTimingMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -111,6 +112,8 @@ CORS_ALLOWED_ORIGIN_REGEXES = (
     [] if CORS_ALLOWED_ORIGINS else [r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"]
 )
 CORS_ALLOW_CREDENTIALS = True
+# Let cross-origin pages (the SAM 2 demo) read how long the engine took.
+CORS_EXPOSE_HEADERS = ["Server-Timing"]
 # The channel admin API is never for other origins.
 CORS_URLS_REGEX = r"^(?!/api/admin/).*$"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import graphene
 
+from config.server_timing import server_timing_add
 from segmentation.graphql.types import RLEMaskListOnFrame, masks_on_frame
 from segmentation.services import sessions as services
 
@@ -98,16 +99,16 @@ def resolve_close_session(root, info, input: CloseSessionInput) -> CloseSession:
 
 
 def resolve_add_points(root, info, input: AddPointsInput) -> RLEMaskListOnFrame:
-    return masks_on_frame(
-        services.session_add_points(
-            session_id=input.session_id,
-            frame_index=input.frame_index,
-            object_id=input.object_id,
-            points=input.points,
-            labels=input.labels,
-            clear_old_points=input.clear_old_points,
-        )
+    result = services.session_add_points(
+        session_id=input.session_id,
+        frame_index=input.frame_index,
+        object_id=input.object_id,
+        points=input.points,
+        labels=input.labels,
+        clear_old_points=input.clear_old_points,
     )
+    server_timing_add(info.context, "engine", result.engine_seconds)
+    return masks_on_frame(result)
 
 
 def resolve_clear_points_in_frame(

@@ -130,6 +130,7 @@ def session_ping(*, session_id: str) -> bool:
 class FrameMasks:
     frame_index: int
     masks: Masks
+    engine_seconds: float = 0.0  # time the engine took (not waiting for the lock)
 
 
 def session_start(*, path: str) -> Session:
@@ -161,6 +162,7 @@ def session_add_points(
 ) -> FrameMasks:
     session = session_registry().get(session_id)
     with session.lock, _prompt_errors():
+        started = time.perf_counter()
         masks = session.state.add_points(
             frame_index=frame_index,
             object_id=object_id,
@@ -168,7 +170,7 @@ def session_add_points(
             labels=labels,
             clear_old_points=clear_old_points,
         )
-    return FrameMasks(frame_index, masks)
+    return FrameMasks(frame_index, masks, time.perf_counter() - started)
 
 
 def session_clear_points_in_frame(

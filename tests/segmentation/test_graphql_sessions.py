@@ -108,6 +108,33 @@ def test_click_returns_every_object_as_rle(
     assert region_similarity(masks[2], video.masks[0][2]) > 0.9
 
 
+def test_clicks_report_the_engines_time(client: Client, library_video: str, video: Video) -> None:
+    session_id = start(client, library_video)
+    point = centre(video.masks[0][1])
+
+    response = client.post(
+        "/graphql",
+        {
+            "query": ADD,
+            "variables": {
+                "input": {
+                    "sessionId": session_id,
+                    "frameIndex": 0,
+                    "clearOldPoints": True,
+                    "objectId": 1,
+                    "labels": [1],
+                    "points": [point],
+                }
+            },
+        },
+        content_type="application/json",
+    )
+
+    name, duration = response["Server-Timing"].split(";dur=")
+    assert name == "engine"
+    assert 0.0 < float(duration) < 60_000.0
+
+
 def test_clear_points_in_frame(client: Client, library_video: str, video: Video) -> None:
     session_id = start(client, library_video)
     add(client, session_id, video, 1)

@@ -1,0 +1,150 @@
+"""What the API adds to the engine: ``addPoints`` over GraphQL, and the propagation stream.
+
+    .venv/bin/python benchmarks/api_overhead.py [--clicks 40]
+
+Prepares the default video (854 x 480, 144 frames) in a temporary VAR_DIR and runs the real
+server (daphne) on it. The same clicks are then answered twice: by the engine in this process
+(``add_points`` on a state over the same file) and by the server (``addPoints`` over HTTP, one
+keep-alive connection). The clicks alternate between two points, so each is a full first cut.
+The API's overhead is each round trip less the engine's time in that request, which the server
+reports in its ``Server-Timing`` header. Then the whole video is propagated both ways: the
+engine's generator here, and ``POST /propagate_in_video`` read to its last part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import requests  # noqa: E402
+
+POINTS = ([0.78, 0.5], [0.3, 0.45])
+ADD = """mutation($input: AddPointsInput!) {
+  addPoints(input: $input) { frameIndex rleMaskList { objectId rleMask { counts size } } }
+}"""
+
+
+def manage(*args: str, env: dict[str, str]) -> str:
+    done = subprocess.run(  # noqa: S603 (our own interpreter and manage.py)
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    return done.stdout
+
+
+def engine_side(video: Path, clicks: int) -> tuple[list[float], float]:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from segmentation.engines.classic import ClassicEngine
+    from segmentation.engines.frames import VideoFileFrames
+
+    frames = VideoFileFrames(video, cache_bytes=64 * 1024 * 1024)
+    state = ClassicEngine().open(frames)
+    seconds = []
+    for n in range(clicks):
+        started = time.perf_counter()
+        state.add_points(frame_index=0, object_id=1, points=[POINTS[n % 2]], labels=[1])
+        seconds.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    count = sum(1 for _ in state.propagate(start_frame_index=0))
+    return seconds, count / (time.perf_counter() - started)
+
+
+def server_side(base: str, path: str, clicks: int) -> tuple[list[tuple[float, float]], float]:
+    """Per click, (round trip, the engine's time from the Server-Timing header); stream rate."""
+    http = requests.Session()
+
+    def graphql(query: str, **variables: object) -> requests.Response:
+        return http.post(
+            f"{base}/graphql", json={"query": query, "variables": variables}, timeout=60
+        )
+
+    session_id = graphql(
+        "mutation($input: StartSessionInput!) { startSession(input: $input) { sessionId } }",
+        input={"path": path},
+    ).json()["data"]["startSession"]["sessionId"]
+    seconds = []
+    for n in range(clicks):
+        started = time.perf_counter()
+        response = graphql(
+            ADD,
+            input={
+                "sessionId": session_id,
+                "frameIndex": 0,
+                "objectId": 1,
+                "clearOldPoints": True,
+                "labels": [1],
+                "points": [POINTS[n % 2]],
+            },
+        )
+        round_trip = time.perf_counter() - started
+        if "errors" in response.json():
+            raise SystemExit(f"addPoints failed: {response.text}")
+        engine = float(response.headers["Server-Timing"].split("dur=")[1]) / 1000
+        seconds.append((round_trip, engine))
+    started = time.perf_counter()
+    with http.post(
+        f"{base}/propagate_in_video", json={"session_id": session_id}, stream=True, timeout=300
+    ) as response:
+        body = b"".join(response.iter_content(chunk_size=None))
+    elapsed = time.perf_counter() - started
+    return seconds, body.count(b"--frame\r\n") / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clicks", type=int, default=40)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        env = {**os.environ, "VAR_DIR": work, "LOG_LEVEL": "INFO"}
+        env.pop("DATABASE_URL", None)
+        manage("migrate", "--noinput", env=env)
+        manage("default_video", env=env)
+        video = Path(work) / "media" / "gallery" / "default.mp4"
+        log = Path(work) / "daphne.log"
+        with log.open("w") as out:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "daphne", "-p", "0", "config.asgi:application"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            base = None
+            for _ in range(300):
+                for line in log.read_text().splitlines():
+                    if "Listening on TCP address" in line:
+                        base = "http://" + line.rsplit(" ", 1)[1]
+                if base:
+                    break
+                time.sleep(0.1)
+            if base is None:
+                raise SystemExit(log.read_text())
+            engine_clicks, engine_fps = engine_side(video, args.clicks)
+            api_clicks, api_fps = server_side(base, "gallery/default.mp4", args.clicks)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+    def ms(values: list[float]) -> float:
+        return statistics.median(values) * 1000
+
+    print(f"{args.clicks} clicks on 854x480, each a first cut; medians:")
+    print(f"  engine, in this process            {ms(engine_clicks):7.1f} ms")
+    print(f"  engine, in the server              {ms([e for _, e in api_clicks]):7.1f} ms")
+    print(f"  addPoints over HTTP (round trip)   {ms([t for t, _ in api_clicks]):7.1f} ms")
+    overhead = ms([t - e for t, e in api_clicks])
+    print(f"  API overhead (round trip - engine) {overhead:7.1f} ms (target <= 10 ms)")
+    print(f"propagation of 144 frames: engine {engine_fps:.1f} frames/s, stream {api_fps:.1f}")
+    print(f"  the stream delivers {api_fps / engine_fps:.0%} of the engine's rate")
+
+
+if __name__ == "__main__":
+    main()
