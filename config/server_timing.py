@@ -3,8 +3,7 @@ tools and for the API benchmark (which subtracts the engine's time from the roun
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 ATTRIBUTE = "server_timings"
@@ -19,11 +18,27 @@ def server_timing_add(request: HttpRequest, name: str, seconds: float) -> None:
 
 
 class ServerTimingMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    """Both sync and async, so async views (the channel admin's) stay on the server's loop."""
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):
+        if self.is_async:
+            return self._respond_async(request)
+        return self._with_header(request, self.get_response(request))
+
+    async def _respond_async(self, request: HttpRequest) -> HttpResponse:
+        return self._with_header(request, await self.get_response(request))
+
+    @staticmethod
+    def _with_header(request: HttpRequest, response: HttpResponse) -> HttpResponse:
         timings = getattr(request, ATTRIBUTE, None)
         if timings:
             response["Server-Timing"] = ", ".join(
