@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from segmentation.engines import engine_create  # noqa: E402
 from segmentation.engines.frames import VideoFileFrames  # noqa: E402
-from segmentation.evaluation.clicks import first_click, next_click  # noqa: E402
+from segmentation.evaluation.runner import clicks_simulate  # noqa: E402
 
 WIDTH, HEIGHT, FPS, SECONDS = 854, 480, 24, 10
 COLOURS = [(200, 50, 40), (40, 90, 210), (230, 200, 40), (60, 170, 80)]
@@ -77,27 +77,10 @@ def peak_rss_mb() -> float:
 
 def session(engine, path: Path, truth: dict[int, np.ndarray]) -> tuple[list[float], float]:
     """One session: 3 clicks per object, then the whole propagation; (click seconds, fps/object)."""
-    frames = VideoFileFrames(path)
+    # The frame cache a server session has (SESSION_FRAME_CACHE_MB's default).
+    frames = VideoFileFrames(path, cache_bytes=64 * 1024 * 1024)
     state = engine.open(frames)
-    click_seconds = []
-    masks: dict[int, np.ndarray] = {}
-    for round_ in range(3):
-        for object_id, mask in truth.items():
-            if round_ == 0:
-                click = first_click(mask)
-            else:
-                click = next_click(masks.get(object_id, np.zeros_like(mask)), mask)
-                if click is None:
-                    continue
-            started = time.perf_counter()
-            masks = state.add_points(
-                frame_index=0,
-                object_id=object_id,
-                points=[[click.x / (WIDTH - 1), click.y / (HEIGHT - 1)]],
-                labels=[int(click.positive)],
-                clear_old_points=False,
-            )
-            click_seconds.append(time.perf_counter() - started)
+    click_seconds = clicks_simulate(state, truth, clicks=3)
     started = time.perf_counter()
     count = sum(1 for _ in state.propagate(start_frame_index=0))
     elapsed = time.perf_counter() - started

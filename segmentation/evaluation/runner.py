@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from segmentation.engines.base import Engine, Masks
+from segmentation.engines.base import Engine, Masks, VideoState
 from segmentation.evaluation.clicks import first_click, next_click
 from segmentation.evaluation.davis import Sequence
 from segmentation.evaluation.metrics import boundary_measure, region_similarity
@@ -58,7 +58,7 @@ def evaluate_sequence(
     try:
         first_truth = sequence.truth(0)
         object_ids = sorted(first_truth)
-        click_seconds = _click(state, first_truth, clicks, frames.width, frames.height)
+        click_seconds = clicks_simulate(state, first_truth, clicks=clicks)
         regions: dict[int, list[float]] = {object_id: [] for object_id in object_ids}
         boundaries: dict[int, list[float]] = {object_id: [] for object_id in object_ids}
         propagation = state.propagate(start_frame_index=0)
@@ -96,10 +96,12 @@ def evaluate_sequence(
     )
 
 
-def _click(
-    state, truths: dict[int, np.ndarray], clicks: int, width: int, height: int
+def clicks_simulate(
+    state: VideoState, truths: dict[int, np.ndarray], *, clicks: int
 ) -> list[float]:
-    """Add up to ``clicks`` clicks per object on frame 0; the seconds each took."""
+    """The simulated user: up to ``clicks`` clicks per object on frame 0, a round at a time,
+    against the objects' true masks there; the seconds each click took the engine."""
+    width, height = state.frames.width, state.frames.height
     masks: Masks = {}
     seconds = []
     for round_ in range(clicks):
