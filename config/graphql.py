@@ -44,16 +44,18 @@ def operations_with_files(request: HttpRequest) -> dict:
         operations = json.loads(request.POST["operations"])
         mapping = json.loads(request.POST["map"])
     except KeyError as missing:
-        raise _bad_request(f"a multipart GraphQL request needs the field {missing}") from None
+        raise BadMultipartRequest(
+            f"a multipart GraphQL request needs the field {missing}"
+        ) from None
     except ValueError:
-        raise _bad_request("the operations and map fields must be JSON") from None
+        raise BadMultipartRequest("the operations and map fields must be JSON") from None
     if not isinstance(operations, dict) or not isinstance(mapping, dict):
-        raise _bad_request("operations must be a JSON object and map a JSON object")
+        raise BadMultipartRequest("operations must be a JSON object and map a JSON object")
     for key, paths in mapping.items():
         if key not in request.FILES:
-            raise _bad_request(f"the map names a file part {key!r} that the request lacks")
+            raise BadMultipartRequest(f"the map names a file part {key!r} that the request lacks")
         if not isinstance(paths, list):
-            raise _bad_request(f"map[{key!r}] must be a list of paths")
+            raise BadMultipartRequest(f"map[{key!r}] must be a list of paths")
         for path in paths:
             _place(operations, str(path), request.FILES[key])
     return operations
@@ -62,7 +64,7 @@ def operations_with_files(request: HttpRequest) -> dict:
 def _place(operations: dict, path: str, file: object) -> None:
     *parents, last = path.split(".")
     if not parents or parents[0] != "variables":
-        raise _bad_request(f"a file can only go into the variables, not {path!r}")
+        raise BadMultipartRequest(f"a file can only go into the variables, not {path!r}")
     target: object = operations
     try:
         for step in parents:
@@ -74,7 +76,7 @@ def _place(operations: dict, path: str, file: object) -> None:
         else:
             raise TypeError
     except (KeyError, IndexError, ValueError, TypeError):
-        raise _bad_request(f"the map's path {path!r} is not in the operations") from None
+        raise BadMultipartRequest(f"the map's path {path!r} is not in the operations") from None
 
 
 class BadMultipartRequest(HttpError):
@@ -84,7 +86,3 @@ class BadMultipartRequest(HttpError):
 
     def __init__(self, message: str) -> None:
         super().__init__(HttpResponseBadRequest(), message)
-
-
-def _bad_request(message: str) -> BadMultipartRequest:
-    return BadMultipartRequest(message)
