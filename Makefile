@@ -19,7 +19,7 @@ run: prepare
 	@echo "  Health                    $(URL)/healthz"
 	@echo "  Django admin              $(URL)/admin/  (make a login: $(BIN)/python manage.py createsuperuser)"
 	@echo
-	$(BIN)/daphne --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
+	$(BIN)/python -m config.server --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
 
 test: $(VENV)/.dev-installed vendor/.fetched lint
 	$(BIN)/python -m pytest

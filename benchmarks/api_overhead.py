@@ -113,7 +113,7 @@ def main() -> None:
         log = Path(work) / "daphne.log"
         with log.open("w") as out:
             server = subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-p", "0", "config.asgi:application"],
+                [sys.executable, "-m", "config.server", "-p", "0", "config.asgi:application"],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         try:

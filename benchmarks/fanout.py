@@ -34,6 +34,7 @@ FULL_RATE = 0.95
 SETTLE_SECONDS = 3.0
 CONNECT_BATCH = 100
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PROJECT_APP = "config.asgi:application"
 
 
 class Viewer(asyncio.BufferedProtocol):
@@ -126,8 +127,11 @@ def wait_for(pattern: str, log: Path, timeout: float = 60) -> re.Match[str]:
 
 
 def daphne(app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen, int]:
+    # The project runs on its own server module (daphne with capped request bodies), as `make
+    # run` starts it; the bare broadcaster on plain daphne.
+    server = "config.server" if app == PROJECT_APP else "daphne"
     process = start(
-        [sys.executable, "-m", "daphne", "-e", "tcp:0:interface=127.0.0.1:backlog=2048", app],
+        [sys.executable, "-m", server, "-e", "tcp:0:interface=127.0.0.1:backlog=2048", app],
         env,
         log,
     )
@@ -217,7 +221,7 @@ def main() -> None:
             flush=True,
         )
         servers = [
-            ("project", "config.asgi:application", {"CHANNELS_PLAYLIST_PATH": str(playlist)}),
+            ("project", PROJECT_APP, {"CHANNELS_PLAYLIST_PATH": str(playlist)}),
             ("bare", "benchmarks.bare_broadcaster:app", {"UPSTREAM_URL": upstream_url}),
         ]
         results: dict[str, list[Step]] = {name: [] for name, _, _ in servers}

@@ -24,8 +24,7 @@ from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E4
 from config.body_limit import RequestBodyLimit  # noqa: E402
 
 http_application = RequestBodyLimit(
-    ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application,
-    limit_bytes=settings.MAX_UPLOAD_BYTES,
+    ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application
 )
 
 playlist_ensure_loaded()

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-DAPHNE = [sys.executable, "-m", "daphne"]
+DAPHNE = [sys.executable, "-m", "config.server"]
 STARTUP_TIMEOUT_SEC = 30
 LISTENING = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
@@ -104,9 +104,12 @@ CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium driven by Playwright (browsers cannot be downloaded here)."""
+    """Debian's Chromium driven by Playwright (browsers cannot be downloaded here).
+
+    Per module: Playwright's sync API keeps an event loop running on the main thread while it
+    lives, and async tests collected after it could not start their own."""
     if not CHROMIUM.exists():
         pytest.skip(f"Chromium is not installed at {CHROMIUM} (.ci/run installs it with apt)")
     from playwright.sync_api import sync_playwright

@@ -1,0 +1,130 @@
+"""The project's server: daphne, with request bodies capped while they arrive.
+
+daphne (Twisted) receives a whole request body, into memory or a temporary file, before the
+application sees any of it, so no code in the application can stop an oversized upload until
+all of it has arrived. Here the cap (:func:`config.body_limit.body_cap`) sits in daphne's request
+class instead: a declared ``Content-Length`` over it is answered as soon as the headers are in
+(and no ``100 Continue`` is sent), a body without one as soon as it grows past it. Nothing beyond
+the cap is kept.
+
+After the answer the server goes on reading, and discarding, what the client still sends, for up
+to :data:`LINGER_SEC`: a client that writes its whole body before it reads (browsers, most HTTP
+libraries) would otherwise meet a reset connection and lose the answer.
+
+Run it as daphne, with daphne's options: ``python -m config.server -b HOST -p PORT
+config.asgi:application``.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import daphne.server
+from daphne.cli import CommandLineInterface
+from daphne.http_protocol import HTTPFactory, WebRequest
+from twisted.internet import reactor
+from twisted.web import http
+
+from config.body_limit import body_cap, body_refusal
+
+LINGER_SEC = 30
+
+
+class CappedRequest(WebRequest):
+    """daphne's request, refusing a body over the cap while it arrives."""
+
+    _received = 0
+    _refused = False
+
+    def gotLength(self, length: int | None) -> None:
+        if length is not None and length > self.channel.factory.body_cap:
+            self._refuse()
+        else:
+            super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self._refused:
+            return
+        self._received += len(data)
+        if self._received > self.channel.factory.body_cap:
+            self._refuse()
+        else:
+            super().handleContentChunk(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        if self._refused:
+            # The client has sent all of it: the answer is out, nothing is left to wait for.
+            self.channel.transport.loseConnection()
+        else:
+            super().requestReceived(command, path, version)
+
+    def _refuse(self) -> None:
+        self._refused = True
+        if getattr(self, "content", None) is not None:
+            self.content.close()
+        self.content = io.BytesIO()
+        # The answer goes out now; asking the client for its body would contradict it.
+        self.requestHeaders.removeHeader(b"expect")
+        channel = self.channel
+        # The request line is parsed but not yet handed to the request (that happens once the
+        # body is in); the path decides whether CORS headers apply.
+        method = getattr(channel, "_command", b"POST").decode("latin-1")
+        path = getattr(channel, "_path", b"/").split(b"?", 1)[0].decode("latin-1")
+        headers = [
+            (name, value)
+            for name, values in self.requestHeaders.getAllRawHeaders()
+            for value in values
+        ]
+        response = body_refusal(method=method, path=path, headers=headers)
+        channel.persistent = False
+        transport = channel.transport
+        transport.write(
+            b"HTTP/1.1 %d %s\r\n" % (response.status_code, response.reason_phrase.encode())
+            + response.serialize_headers()
+            + b"\r\n\r\n"
+            + response.content
+        )
+        transport.loseWriteConnection()
+        peer = transport.getPeer()
+        self.server.log_action(
+            "http",
+            "complete",
+            {
+                "path": path,
+                "status": response.status_code,
+                "method": method,
+                "client": f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}",
+                "time_taken": 0,
+                "size": len(response.content),
+            },
+        )
+        self._linger = reactor.callLater(LINGER_SEC, transport.abortConnection)
+
+    def connectionLost(self, reason: Any) -> None:
+        linger = getattr(self, "_linger", None)
+        if linger is not None and linger.active():
+            linger.cancel()
+        super().connectionLost(reason)
+
+
+class CappedHTTPFactory(HTTPFactory):
+    def __init__(self, server: Any) -> None:
+        super().__init__(server)
+        self.body_cap = body_cap()
+
+    def buildProtocol(self, addr: Any) -> http.HTTPChannel:
+        protocol = super().buildProtocol(addr)
+        protocol.requestFactory = CappedRequest
+        return protocol
+
+
+def main() -> None:
+    # daphne builds its HTTP factory from this module-level name, and has no other way to be
+    # given a request class.
+    daphne.server.HTTPFactory = CappedHTTPFactory
+    CommandLineInterface.entrypoint()
+
+
+if __name__ == "__main__":
+    main()

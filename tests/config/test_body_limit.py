@@ -1,0 +1,213 @@
+"""Request bodies over the cap are refused while they arrive: by the project's server (daphne
+with a capped request class) and by the ASGI middleware that serves other servers."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from config.body_limit import FORM_OVERHEAD, RequestBodyLimit
+from tests.conftest import running_server
+
+CAP = 1024 * 1024 + FORM_OVERHEAD  # MAX_UPLOAD_MB=1
+REFUSAL = {
+    "data": None,
+    "errors": [
+        {
+            "message": "the upload is larger than the limit of 1 MB",
+            "extensions": {"code": "UPLOAD_TOO_LARGE"},
+        }
+    ],
+}
+PING = json.dumps({"query": 'query { ping(input: {sessionId: "none"}) { success } }'}).encode()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_server(tmp_path_factory.mktemp("body-limit-var"), MAX_UPLOAD_MB="1") as url:
+        yield url
+
+
+def connect(server: str) -> socket.socket:
+    host, port = server.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock.settimeout(10)
+    return sock
+
+
+def read_response(sock: socket.socket) -> tuple[str, dict[str, str], bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, body = data.split(b"\r\n\r\n", 1)
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines)}
+    while len(body) < int(headers["content-length"]):
+        body += sock.recv(65536)
+    return status, headers, body
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def test_a_declared_length_over_the_cap_is_answered_before_any_of_the_body(server: str) -> None:
+    # given a client that declares 50 MB and waits for 100 Continue, as curl does
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nOrigin: http://localhost:7262\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 50000000\r\n"
+            b"Expect: 100-continue\r\n\r\n"
+        )
+        # when it reads, without having sent a byte of the body
+        status, headers, body = read_response(sock)
+
+    # then the answer is the refusal (not 100 Continue), readable by the cross-origin page
+    assert status == "HTTP/1.1 413 Request Entity Too Large"
+    assert json.loads(body) == REFUSAL
+    assert headers["content-type"] == "application/json"
+    assert headers["connection"] == "close"
+    assert headers["access-control-allow-origin"] == "http://localhost:7262"
+    assert headers["access-control-allow-credentials"] == "true"
+
+
+def test_a_body_without_a_length_is_answered_once_it_passes_the_cap(server: str) -> None:
+    piece = b"y" * 65536
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        # when the body grows just past the cap, and the client goes on
+        for _ in range(CAP // len(piece) + 1):
+            sock.sendall(chunk(piece))
+        status, headers, body = read_response(sock)
+        # the server reads and drops the rest, and closes once the client has sent it all
+        for _ in range(16):
+            sock.sendall(chunk(piece))
+        sock.sendall(b"0\r\n\r\n")
+        rest = sock.recv(65536)
+
+    assert (status, json.loads(body), rest) == (
+        "HTTP/1.1 413 Request Entity Too Large",
+        REFUSAL,
+        b"",
+    )
+    # an origin-less request gets no CORS headers
+    assert "access-control-allow-origin" not in headers
+
+
+def test_a_client_that_sends_its_whole_body_first_still_reads_the_refusal(server: str) -> None:
+    response = requests.post(
+        f"{server}/graphql",
+        data=b"z" * (5 * 1024 * 1024),
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+
+    assert (response.status_code, response.json()) == (413, REFUSAL)
+
+
+def test_a_body_at_the_cap_reaches_the_application(server: str) -> None:
+    body = PING + b" " * (CAP - len(PING))
+
+    response = requests.post(
+        f"{server}/graphql", data=body, headers={"Content-Type": "application/json"}, timeout=30
+    )
+
+    assert (response.status_code, response.json()) == (200, {"data": {"ping": {"success": False}}})
+
+
+# The ASGI middleware, for servers that stream bodies to the application (uvicorn).
+
+
+class Recorder:
+    """An ASGI application that reads the whole body and answers 200 with its length."""
+
+    def __init__(self) -> None:
+        self.called = False
+
+    async def __call__(self, scope, receive, send) -> None:
+        self.called = True
+        size, more = 0, True
+        while more:
+            message = await receive()
+            size += len(message.get("body", b""))
+            more = message.get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": str(size).encode()})
+
+
+async def call(app, *, headers: list[tuple[bytes, bytes]], parts: list[bytes], path="/graphql"):
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
+    messages = [
+        {"type": "http.request", "body": part, "more_body": i < len(parts) - 1}
+        for i, part in enumerate(parts)
+    ]
+    sent = []
+
+    async def receive():
+        return messages.pop(0)
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent, len(messages)
+
+
+async def test_middleware_refuses_a_declared_length_without_calling_the_application(
+    settings,
+) -> None:
+    settings.MAX_UPLOAD_BYTES = 1024 * 1024
+    inner = Recorder()
+
+    sent, unread = await call(
+        RequestBodyLimit(inner),
+        headers=[(b"content-length", str(CAP + 1).encode()), (b"origin", b"http://localhost:1")],
+        parts=[b"x"],
+    )
+
+    assert inner.called is False
+    assert unread == 1
+    assert sent[0]["status"] == 413
+    assert (b"access-control-allow-origin", b"http://localhost:1") in sent[0]["headers"]
+    assert json.loads(sent[1]["body"]) == REFUSAL
+
+
+async def test_middleware_refuses_a_body_that_grows_past_the_cap(settings) -> None:
+    settings.MAX_UPLOAD_BYTES = 1024 * 1024
+    piece = b"y" * (256 * 1024)
+
+    sent, unread = await call(RequestBodyLimit(Recorder()), headers=[], parts=[piece] * 8)
+
+    # four pieces fill the upload limit, the fifth passes the cap and is the last one read
+    assert unread == 3
+    assert [m.get("status") for m in sent] == [413, None]
+    assert json.loads(sent[1]["body"]) == REFUSAL
+
+
+async def test_middleware_passes_a_body_under_the_cap(settings) -> None:
+    settings.MAX_UPLOAD_BYTES = 1024 * 1024
+
+    sent, unread = await call(RequestBodyLimit(Recorder()), headers=[], parts=[b"a" * 1000] * 3)
+
+    assert (unread, sent[0]["status"], sent[1]["body"]) == (0, 200, b"3000")
+
+
+async def test_the_admin_api_refusal_carries_no_cors_headers(settings) -> None:
+    settings.MAX_UPLOAD_BYTES = 1024 * 1024
+
+    sent, _ = await call(
+        RequestBodyLimit(Recorder()),
+        headers=[(b"content-length", str(CAP + 1).encode()), (b"origin", b"http://localhost:1")],
+        parts=[b""],
+        path="/api/admin/channel",
+    )
+
+    assert sent[0]["status"] == 413
+    assert not [name for name, _ in sent[0]["headers"] if name.startswith(b"access-control")]
