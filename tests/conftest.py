@@ -16,7 +16,7 @@ import pytest
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-DAPHNE = [sys.executable, "-m", "config.server"]
+SERVER_COMMAND = [sys.executable, "-m", "config.server"]
 STARTUP_TIMEOUT_SEC = 30
 LISTENING = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
@@ -57,7 +57,14 @@ def running_server(var_dir: Path, port: int = 0, **env_overrides: str) -> Iterat
     log_path = var_dir / "daphne.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [*DAPHNE, "--bind", "127.0.0.1", "--port", str(port), "config.asgi:application"],
+            [
+                *SERVER_COMMAND,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "config.asgi:application",
+            ],
             cwd=ROOT,
             env=env,
             stdout=log,
