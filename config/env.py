@@ -72,6 +72,14 @@ def env_options(name: str, *, environ: Mapping[str, str] = os.environ) -> dict[s
     return options
 
 
+def env_named_options(
+    names: Mapping[str, str], *, environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """Engine options from their own variables (``{"SAM2_DEVICE": "device"}``), those set only."""
+    values = {option: environ.get(name, "").strip() for name, option in names.items()}
+    return {option: value for option, value in values.items() if value}
+
+
 def secret_key_load(*, environ: Mapping[str, str] = os.environ, path: Path) -> str:
     """Return ``SECRET_KEY`` from the environment, else from ``path``.
 

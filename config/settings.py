@@ -15,6 +15,7 @@ from config.env import (
     env_bool,
     env_int,
     env_list,
+    env_named_options,
     env_options,
     env_str,
     secret_key_load,
@@ -126,6 +127,19 @@ GRAPHENE = {
 # The engine behind the segmentation API, and its options (checked at start-up).
 SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "classic")
 SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
+if SEGMENTATION_ENGINE == "sam2":
+    # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_COMPILE; SEGMENTATION_ENGINE_OPTIONS wins.
+    SEGMENTATION_ENGINE_OPTIONS = {
+        **env_named_options(
+            {
+                "SAM2_CHECKPOINT": "checkpoint",
+                "SAM2_MODEL_SIZE": "model_size",
+                "SAM2_DEVICE": "device",
+                "SAM2_COMPILE": "compile",
+            }
+        ),
+        **SEGMENTATION_ENGINE_OPTIONS,
+    }
 # The video `defaultVideo` answers with; unset: one drawn at set-up (gallery/default.mp4).
 DEFAULT_VIDEO_PATH = env_str("DEFAULT_VIDEO_PATH", "")
 # Stored videos are H.264 MP4 at 24 fps with their longest side at most this.

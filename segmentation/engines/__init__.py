@@ -1,4 +1,5 @@
-"""Segmentation engines, chosen by name: ``classic`` (weight-free, the default) and later ``sam2``.
+"""Segmentation engines, chosen by name: ``classic`` (weight-free, the default) and ``sam2``
+(SAM 2 / 2.1 from the official checkpoints).
 
 Engines are imported only when chosen, so the default never loads what another engine needs.
 """
@@ -12,6 +13,7 @@ from segmentation.engines.base import Engine, EngineConfigError, EngineOptions
 
 ENGINES = {
     "classic": "segmentation.engines.classic.ClassicEngine",
+    "sam2": "segmentation.engines.sam2.engine.Sam2Engine",
 }
 
 

@@ -1,0 +1,216 @@
+"""The ``sam2`` engine: SAM 2 / SAM 2.1 behind the engine interface.
+
+One model is loaded per process and shared by every session. A session never holds the video:
+frames are decoded by the :class:`FrameSource` (itself a bounded cache), resized and normalized
+on the device when needed, and their image features kept in a small LRU cache, so opening a long
+video costs nothing and memory stays flat while it propagates. On CUDA the model runs under
+bfloat16 autocast with TF32 matrix products, as SAM 2's demo does.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
+from segmentation.engines.frames import FrameSource
+from segmentation.engines.sam2.checkpoint import checkpoint_load
+from segmentation.engines.sam2.config import MODEL_SIZES, SIZE_ALIASES
+from segmentation.engines.sam2.model import FrameFeatures, Sam2Model
+from segmentation.engines.sam2.tracker import Tracker
+
+IMAGE_MEAN = (0.485, 0.456, 0.406)
+IMAGE_STD = (0.229, 0.224, 0.225)
+T = TypeVar("T")
+DEVICES = ("auto", "cuda", "mps", "cpu")
+
+
+@dataclass(frozen=True)
+class Sam2Options(EngineOptions):
+    checkpoint: str = ""  # path of an official SAM 2 / 2.1 checkpoint (.pt)
+    model_size: str = ""  # empty: read from the checkpoint
+    device: str = "auto"  # auto: cuda, then mps, then cpu (also cuda:1 and the like)
+    compile: bool = False  # torch.compile the image encoder (slow first frame)
+    feature_cache: int = 4  # frames whose image features a session keeps
+    fill_hole_area: int = 8  # mask holes up to this many low-res pixels are filled
+    corrections_as_prompts: bool = True  # clicks on tracked frames become conditioning frames
+
+    def __post_init__(self) -> None:
+        if not self.checkpoint:
+            raise ValueError("option 'checkpoint' is required (set SAM2_CHECKPOINT)")
+        if not Path(self.checkpoint).is_file():
+            raise ValueError(f"checkpoint {self.checkpoint} does not exist")
+        if self.model_size and self.model_size not in {*MODEL_SIZES, *SIZE_ALIASES}:
+            known = ", ".join([*SIZE_ALIASES, *MODEL_SIZES])
+            raise ValueError(f"model_size must be one of {known}, got {self.model_size!r}")
+        kind = self.device.split(":")[0]
+        if kind not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if not 1 <= self.feature_cache <= 256:
+            raise ValueError(f"feature_cache must be within 1..256, got {self.feature_cache}")
+        if not 0 <= self.fill_hole_area <= 1024:
+            raise ValueError(f"fill_hole_area must be within 0..1024, got {self.fill_hole_area}")
+
+
+def device_choose(name: str) -> torch.device:
+    if name != "auto":
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+class Sam2Engine(Engine):
+    name = "sam2"
+    Options = Sam2Options
+
+    def __init__(self, options: Sam2Options | None = None) -> None:
+        super().__init__(options)
+        self.device = device_choose(self.options.device)
+        model = checkpoint_load(Path(self.options.checkpoint), model_size=self.options.model_size)
+        self.model: Sam2Model = model.to(self.device)
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        self.encode = self.model.encode_image
+        if self.options.compile:
+            self.encode = torch.compile(self.model.encode_image, dynamic=False)
+
+    def open(self, frames: FrameSource) -> Sam2VideoState:
+        return Sam2VideoState(frames, self)
+
+    def autocast(self) -> torch.autocast:
+        enabled = self.device.type == "cuda"
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+class Sam2VideoState(VideoState):
+    def __init__(self, frames: FrameSource, engine: Sam2Engine) -> None:
+        super().__init__(frames)
+        self._engine = engine
+        self._model = engine.model
+        self._features: OrderedDict[int, FrameFeatures] = OrderedDict()
+        self._prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sam2-frames")
+        self._prefetched: tuple[int, Future[np.ndarray]] | None = None
+        options = engine.options
+        self.tracker = Tracker(
+            self._model,
+            len(frames),
+            self.features,
+            storage=engine.device,
+            corrections_as_prompts=options.corrections_as_prompts,
+            fill_hole_area=options.fill_hole_area,
+            offload=engine.device.type != "cpu",
+        )
+
+    # Frames.
+    @cached_property
+    def _normalization(self) -> tuple[torch.Tensor, torch.Tensor]:
+        device = self._engine.device
+        mean = torch.tensor(IMAGE_MEAN, device=device).view(1, 3, 1, 1)
+        std = torch.tensor(IMAGE_STD, device=device).view(1, 3, 1, 1)
+        return mean, std
+
+    def model_input(self, frame_index: int) -> torch.Tensor:
+        """Frame ``frame_index`` as the model sees it: ``1 x 3 x S x S``, normalized."""
+        image = self._decoded(frame_index)
+        pixels = torch.from_numpy(image).to(self._engine.device, non_blocking=True)
+        pixels = pixels.permute(2, 0, 1)[None].float() / 255.0
+        size = self._model.config.image_size
+        pixels = F.interpolate(pixels, (size, size), mode="bilinear", antialias=True)
+        mean, std = self._normalization
+        return (pixels - mean) / std
+
+    def _decoded(self, frame_index: int) -> np.ndarray:
+        prefetched = self._prefetched
+        if prefetched is not None and prefetched[0] == frame_index:
+            self._prefetched = None
+            return prefetched[1].result()
+        return self.frames.frame(frame_index)
+
+    def _prefetch(self, frame_index: int) -> None:
+        if 0 <= frame_index < self.frame_count and frame_index not in self._features:
+            future = self._prefetcher.submit(self.frames.frame, frame_index)
+            self._prefetched = (frame_index, future)
+
+    def features(self, frame_index: int) -> FrameFeatures:
+        cached = self._features.get(frame_index)
+        if cached is not None:
+            self._features.move_to_end(frame_index)
+            return cached
+        features = self._engine.encode(self.model_input(frame_index))
+        self._features[frame_index] = features
+        while len(self._features) > self._engine.options.feature_cache:
+            self._features.popitem(last=False)
+        return features
+
+    # Engine operations.
+    def _run(self, work: Callable[[], T]) -> T:
+        with torch.inference_mode(), self._engine.autocast():
+            return work()
+
+    def _segment(self, frame_index: int, object_id: int) -> Masks:
+        prompt = self.prompts[object_id][frame_index]
+        span = np.array([max(self.frames.width - 1, 1), max(self.frames.height - 1, 1)])
+        points = prompt.points / span * self._model.config.image_size
+        self._run(lambda: self.tracker.add_clicks(frame_index, object_id, points, prompt.labels))
+        return self._masks(frame_index)
+
+    def _masks(self, frame_index: int) -> Masks:
+        return self._run(lambda: self._video_masks(self.tracker.logits(frame_index)))
+
+    def _cleared(self, frame_index: int, object_id: int) -> Masks:
+        self.tracker.clear_clicks(frame_index, object_id)
+        return self._masks(frame_index)
+
+    def _reset(self) -> None:
+        self.tracker.reset()
+
+    def _removed(self, object_id: int) -> None:
+        self.tracker.remove(object_id)
+
+    def _start_pass(self, frame_index: int) -> None:
+        self._run(self.tracker.prepare)
+
+    def _track(self, frame_index: int, *, reverse: bool) -> Masks:
+        self._prefetch(frame_index - 1 if reverse else frame_index + 1)
+        logits = self._run(lambda: self.tracker.track(frame_index, reverse=reverse))
+        return self._run(lambda: self._video_masks(logits))
+
+    def _video_masks(self, logits: dict[int, torch.Tensor | None]) -> Masks:
+        """Logits to the video's resolution; each pixel goes to the object with the highest
+        positive logit there."""
+        height, width = self.frames.height, self.frames.width
+        present = [(object_id, value) for object_id, value in logits.items() if value is not None]
+        masks = {
+            object_id: np.zeros((height, width), dtype=bool)
+            for object_id, value in logits.items()
+            if value is None
+        }
+        if not present:
+            return masks
+        stacked = torch.cat([value.to(self._engine.device).float() for _, value in present])
+        scaled = F.interpolate(stacked, (height, width), mode="bilinear", align_corners=False)
+        best = scaled.argmax(dim=0, keepdim=True)
+        owner = torch.arange(len(present), device=scaled.device).view(-1, 1, 1, 1)
+        chosen = ((scaled > 0) & (best == owner))[:, 0].cpu().numpy()
+        for index, (object_id, _) in enumerate(present):
+            masks[object_id] = chosen[index]
+        return {object_id: masks[object_id] for object_id in logits}
+
+    def close(self) -> None:
+        self._prefetcher.shutdown(wait=True, cancel_futures=True)
+        self._prefetched = None
+        self._features.clear()
+        self.tracker.reset()

@@ -1,0 +1,213 @@
+"""The SAM 2 network and its checkpoints, on the CPU with a small random configuration.
+
+Numerical parity with the reference implementation (``sam2==1.1.0``) is measured outside the
+repository (see the README); these tests hold the shapes, the file format and the errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from segmentation.engines.sam2.checkpoint import CheckpointError, checkpoint_load
+from segmentation.engines.sam2.config import MODEL_SIZES, size_infer
+from segmentation.engines.sam2.model import Sam2Model
+from segmentation.engines.sam2.tracker import Tracker
+from tests.segmentation.sam2.small import SMALL, small_checkpoint, small_model
+
+# The published parameter counts, in millions: 38.9, 46, 80.8 and 224.4.
+PARAMETERS = {
+    "sam2.1_hiera_tiny": 38_962_498,
+    "sam2.1_hiera_small": 46_060_354,
+    "sam2.1_hiera_base_plus": 80_850_178,
+    "sam2.1_hiera_large": 224_446_642,
+    "sam2_hiera_tiny": 38_945_986,
+    "sam2_hiera_small": 46_043_842,
+    "sam2_hiera_base_plus": 80_833_666,
+    "sam2_hiera_large": 224_430_130,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_SIZES))
+def test_official_sizes_have_the_published_parameter_counts_and_are_recognised(name: str) -> None:
+    with torch.device("meta"):
+        model = Sam2Model(MODEL_SIZES[name])
+
+    assert sum(p.numel() for p in model.parameters()) == PARAMETERS[name]
+    assert size_infer(model.state_dict()) == name
+
+
+def test_official_key_layout() -> None:
+    with torch.device("meta"):
+        state = Sam2Model(MODEL_SIZES["sam2.1_hiera_tiny"]).state_dict()
+
+    assert len(state) == 471
+    shapes = {
+        "image_encoder.trunk.pos_embed": (1, 96, 7, 7),
+        "image_encoder.trunk.blocks.11.mlp.layers.1.weight": (768, 3072),
+        "image_encoder.neck.convs.0.conv.weight": (256, 768, 1, 1),
+        "memory_attention.layers.3.cross_attn_image.k_proj.weight": (256, 64),
+        "memory_encoder.mask_downsampler.encoder.12.weight": (256, 256, 1, 1),
+        "memory_encoder.fuser.layers.1.gamma": (256,),
+        "sam_prompt_encoder.pe_layer.positional_encoding_gaussian_matrix": (2, 128),
+        "sam_mask_decoder.pred_obj_score_head.layers.2.weight": (1, 256),
+        "maskmem_tpos_enc": (7, 1, 1, 64),
+        "obj_ptr_tpos_proj.weight": (64, 256),
+        "no_obj_embed_spatial": (1, 64),
+    }
+    assert {key: tuple(state[key].shape) for key in shapes} == shapes
+
+
+def test_checkpoint_round_trip(tmp_path: Path) -> None:
+    original = small_model(seed=3)
+    path = small_checkpoint(tmp_path / "small.pt", seed=3)
+
+    loaded = checkpoint_load(path)
+
+    assert loaded.config == SMALL
+    assert not loaded.training
+    expected, found = original.state_dict(), loaded.state_dict()
+    assert list(found) == list(expected)
+    assert all(torch.equal(found[key], expected[key]) for key in expected)
+    assert list(tmp_path.iterdir()) == [path]  # no partial file left behind
+
+
+def test_official_layout_without_config_is_sized_from_its_weights(tmp_path: Path) -> None:
+    with torch.device("meta"):
+        shapes = Sam2Model(MODEL_SIZES["sam2_hiera_tiny"]).state_dict()
+    state = {key: torch.zeros(value.shape) for key, value in shapes.items()}
+    torch.save({"model": state}, tmp_path / "sam2_hiera_tiny.pt")
+
+    model = checkpoint_load(tmp_path / "sam2_hiera_tiny.pt")
+
+    assert model.config == MODEL_SIZES["sam2_hiera_tiny"]
+    assert model.no_obj_embed_spatial is None
+
+
+def test_missing_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError) as error:
+        checkpoint_load(tmp_path / "absent.pt")
+
+    assert str(error.value) == f"{tmp_path / 'absent.pt'}: no such checkpoint file"
+
+
+def test_truncated_checkpoint(tmp_path: Path) -> None:
+    path = small_checkpoint(tmp_path / "cut.pt")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    with pytest.raises(CheckpointError) as error:
+        checkpoint_load(path)
+
+    assert str(error.value).startswith(
+        "cut.pt: cannot be read as a PyTorch checkpoint (truncated or not one?): "
+    )
+
+
+def test_not_a_state_dict(tmp_path: Path) -> None:
+    torch.save({"model": {"weights": [1, 2, 3]}}, tmp_path / "odd.pt")
+
+    with pytest.raises(CheckpointError) as error:
+        checkpoint_load(tmp_path / "odd.pt")
+
+    assert str(error.value) == "odd.pt: not a SAM 2 checkpoint (no state dict of tensors)"
+
+
+def test_mismatched_checkpoint_names_the_first_offending_keys(tmp_path: Path) -> None:
+    state = small_model().state_dict()
+    del state["no_obj_ptr"]
+    del state["no_mem_embed"]
+    state["image_encoder.extra"] = torch.zeros(1)
+    state["maskmem_tpos_enc"] = torch.zeros(3, 1, 1, 8)
+    torch.save({"model": state, "config": SMALL.as_dict()}, tmp_path / "bad.pt")
+
+    with pytest.raises(CheckpointError) as error:
+        checkpoint_load(tmp_path / "bad.pt")
+
+    assert str(error.value) == (
+        "bad.pt does not fit the model: missing keys: no_mem_embed, no_obj_ptr; "
+        "unexpected keys: image_encoder.extra; "
+        "mismatched shapes: maskmem_tpos_enc (3, 1, 1, 8) instead of (7, 1, 1, 8)"
+    )
+
+
+def test_unsized_weights_ask_for_a_model_size(tmp_path: Path) -> None:
+    torch.save({"model": small_model().state_dict()}, tmp_path / "mine.pt")
+
+    with pytest.raises(CheckpointError) as error:
+        checkpoint_load(tmp_path / "mine.pt")
+
+    assert str(error.value) == (
+        "mine.pt: its weights match no SAM 2 model size; name one with SAM2_MODEL_SIZE"
+    )
+
+
+def test_image_features_shapes() -> None:
+    model = small_model()
+
+    with torch.inference_mode():
+        features = model.encode_image(torch.zeros(2, 3, 128, 128))
+
+    assert tuple(features.stride4.shape) == (2, 4, 32, 32)
+    assert tuple(features.stride8.shape) == (2, 8, 16, 16)
+    assert tuple(features.top.shape) == (2, 32, 8, 8)
+    assert tuple(features.top_pos.shape) == (2, 32, 8, 8)
+
+
+def _frames(count: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(7)
+    return torch.randn(count, 3, 128, 128, generator=generator)
+
+
+def _track(model: Sam2Model, images: torch.Tensor) -> list[dict[int, torch.Tensor]]:
+    def features(index: int):
+        return model.encode_image(images[index : index + 1])
+
+    tracker = Tracker(model, len(images), features, storage=torch.device("cpu"))
+    with torch.inference_mode():
+        tracker.add_clicks(0, 1, np.array([[40.0, 50.0]]), np.array([1]))
+        tracker.add_clicks(0, 2, np.array([[90.0, 60.0], [40.0, 50.0]]), np.array([1, 0]))
+        results = [tracker.logits(0)]
+        tracker.prepare()
+        results += [tracker.track(frame, reverse=False) for frame in range(len(images))]
+    return results
+
+
+def test_tracking_shapes_and_memory_bank() -> None:
+    model = small_model()
+
+    results = _track(model, _frames(4))
+
+    assert len(results) == 5
+    assert all(list(result) == [1, 2] for result in results)
+    assert all(tuple(v.shape) == (1, 1, 32, 32) for r in results for v in r.values())
+    assert torch.equal(results[0][1], results[1][1])  # the clicked frame keeps its result
+
+
+def test_tracking_is_deterministic() -> None:
+    model, images = small_model(), _frames(3)
+
+    first, second = _track(model, images), _track(model, images)
+
+    assert all(torch.equal(a[k], b[k]) for a, b in zip(first, second, strict=True) for k in a)
+
+
+def test_objects_batched_or_alone_agree() -> None:
+    """Two objects clicked on the same frame are tracked as one batch; each alone gives the
+    same logits (to float rounding)."""
+    model, images = small_model(), _frames(3)
+
+    together = _track(model, images)
+
+    def features(index: int):
+        return model.encode_image(images[index : index + 1])
+
+    alone = Tracker(model, 3, features, storage=torch.device("cpu"))
+    with torch.inference_mode():
+        alone.add_clicks(0, 2, np.array([[90.0, 60.0], [40.0, 50.0]]), np.array([1, 0]))
+        alone.prepare()
+        tracked = [alone.track(frame, reverse=False)[2] for frame in range(3)]
+    gaps = [(t - r[2]).abs().max().item() for t, r in zip(tracked, together[1:], strict=True)]
+    assert max(gaps) < 1e-4
