@@ -125,7 +125,7 @@ class Sam2VideoState(VideoState):
     def model_input(self, frame_index: int) -> torch.Tensor:
         """Frame ``frame_index`` as the model sees it: ``1 x 3 x S x S``, normalized."""
         image = self._decoded(frame_index)
-        pixels = torch.from_numpy(image).to(self._engine.device, non_blocking=True)
+        pixels = torch.from_numpy(image.copy()).to(self._engine.device, non_blocking=True)
         pixels = pixels.permute(2, 0, 1)[None].float() / 255.0
         size = self._model.config.image_size
         pixels = F.interpolate(pixels, (size, size), mode="bilinear", antialias=True)

@@ -1,0 +1,215 @@
+"""The ``sam2`` engine behind the engine interface, the GraphQL API and the propagation stream,
+with a small random checkpoint on the CPU and real video files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+
+from config.env import env_named_options
+from segmentation.engines import EngineConfigError, engine_create, engine_options
+from segmentation.engines.sam2.engine import Sam2Engine
+from segmentation.rle import rle_decode
+from tests.conftest import manage, project_env, running_server
+from tests.segmentation.sam2.small import small_checkpoint
+from tests.segmentation.synthetic import HEIGHT, WIDTH, Video, make_video, write_davis, write_mp4
+from tests.segmentation.test_propagation_stream import graphql, parts, propagate, start_session
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return small_checkpoint(tmp_path_factory.mktemp("sam2") / "small.pt")
+
+
+@pytest.fixture(scope="module")
+def engine(checkpoint: Path) -> Sam2Engine:
+    return engine_create("sam2", {"checkpoint": str(checkpoint), "device": "cpu"})
+
+
+@pytest.fixture
+def sam2_state(engine: Sam2Engine, frames):
+    state = engine.open(frames)
+    yield state
+    state.close()
+
+
+def test_checkpoint_option_is_required() -> None:
+    with pytest.raises(EngineConfigError) as error:
+        engine_options("sam2", {})
+
+    assert str(error.value) == "option 'checkpoint' is required (set SAM2_CHECKPOINT)"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"checkpoint": "/nowhere/sam2.pt"}, "checkpoint /nowhere/sam2.pt does not exist"),
+        ({"device": "tpu"}, "device must be one of auto, cuda, mps, cpu, got 'tpu'"),
+        ({"model_size": "huge"}, "model_size must be one of tiny, small, base_plus, large, "),
+        ({"compile": "maybe"}, "option 'compile' must be a boolean (1/0, true/false), got 'maybe'"),
+    ],
+)
+def test_bad_options(checkpoint: Path, raw: dict[str, str], message: str) -> None:
+    with pytest.raises(EngineConfigError) as error:
+        engine_options("sam2", {"checkpoint": str(checkpoint), **raw})
+
+    assert str(error.value).startswith(message)
+
+
+def test_settings_come_from_their_own_variables() -> None:
+    names = {"SAM2_CHECKPOINT": "checkpoint", "SAM2_DEVICE": "device", "SAM2_COMPILE": "compile"}
+
+    options = env_named_options(names, environ={"SAM2_CHECKPOINT": " /w/t.pt ", "SAM2_DEVICE": ""})
+
+    assert options == {"checkpoint": "/w/t.pt"}
+
+
+def test_clicks_give_video_sized_masks_that_never_overlap(sam2_state) -> None:
+    first = sam2_state.add_points(frame_index=2, object_id=1, points=[[0.3, 0.5]], labels=[1])
+    masks = sam2_state.add_points(
+        frame_index=2, object_id=5, points=[[0.7, 0.45], [0.3, 0.5]], labels=[1, 0]
+    )
+
+    assert list(first) == [1]
+    assert list(masks) == [1, 5]
+    assert all(m.shape == (HEIGHT, WIDTH) and m.dtype == bool for m in masks.values())
+    assert not (masks[1] & masks[5]).any()
+    assert list(sam2_state.masks(frame_index=2)) == [1, 5]
+    assert np.array_equal(sam2_state.masks(frame_index=2)[1], masks[1])
+
+
+def test_propagation_visits_every_frame_and_is_repeatable(engine: Sam2Engine, frames) -> None:
+    def run() -> list:
+        state = engine.open(frames)
+        state.add_points(frame_index=4, object_id=1, points=[[0.3, 0.5]], labels=[1])
+        state.add_points(frame_index=4, object_id=2, points=[[0.7, 0.45]], labels=[1])
+        tracked = list(state.propagate(start_frame_index=4))
+        state.close()
+        return tracked
+
+    first, second = run(), run()
+
+    assert [index for index, _ in first] == [4, 5, 6, 7, 8, 9, 10, 11, 3, 2, 1, 0]
+    assert all(list(masks) == [1, 2] for _, masks in first)
+    for (_, a), (_, b) in zip(first, second, strict=True):
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_forgetting_prompts(sam2_state) -> None:
+    sam2_state.add_points(frame_index=0, object_id=1, points=[[0.3, 0.5]], labels=[1])
+    sam2_state.add_points(frame_index=0, object_id=2, points=[[0.7, 0.45]], labels=[1])
+
+    cleared = sam2_state.clear_points_in_frame(frame_index=0, object_id=2)
+    sam2_state.remove_object(object_id=1)
+    after_removal = sam2_state.masks(frame_index=0)
+    sam2_state.clear_points_in_video()
+
+    assert list(cleared) == [1, 2]
+    assert not cleared[2].any()
+    assert list(after_removal) == [2]
+    assert sam2_state.masks(frame_index=0) == {}
+    assert sam2_state.tracker.tracks == {}
+
+
+def test_an_object_without_prompts_is_empty_while_others_track(sam2_state) -> None:
+    sam2_state.add_points(frame_index=0, object_id=1, points=[[0.3, 0.5]], labels=[1])
+    sam2_state.add_points(frame_index=0, object_id=2, points=[[0.7, 0.45]], labels=[1])
+    sam2_state.clear_points_in_frame(frame_index=0, object_id=2)
+
+    tracked = list(sam2_state.propagate(start_frame_index=0))
+
+    assert len(tracked) == 12
+    assert all(not masks[2].any() for _, masks in tracked)
+
+
+def test_features_cache_is_bounded(sam2_state, engine: Sam2Engine) -> None:
+    sam2_state.add_points(frame_index=0, object_id=1, points=[[0.3, 0.5]], labels=[1])
+
+    list(sam2_state.propagate(start_frame_index=0))
+
+    assert len(sam2_state._features) == engine.options.feature_cache
+
+
+def test_evaluate_vos_runs_the_sam2_engine(video: Video, checkpoint: Path, tmp_path: Path) -> None:
+    write_davis(video, tmp_path / "data" / "shapes")
+    out = tmp_path / "scores.json"
+
+    result = manage(
+        "evaluate_vos",
+        str(tmp_path / "data"),
+        "--engine",
+        "sam2",
+        "--option",
+        f"checkpoint={checkpoint}",
+        "--option",
+        "device=cpu",
+        "--clicks",
+        "1",
+        "--json",
+        str(out),
+        env=project_env(tmp_path / "var"),
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("engine sam2\n")
+    figures = json.loads(out.read_text())["clicks"]["1"]
+    assert list(figures["sequences"]) == ["shapes"]
+    assert 0.0 <= figures["mean"]["JF"] <= 1.0
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    var = tmp_path_factory.mktemp("sam2-var")
+    videos = tmp_path_factory.mktemp("sam2-videos")
+    write_mp4(make_video(12), videos / "short.mp4")
+    settings = {"SEGMENTATION_ENGINE": "sam2", "SAM2_CHECKPOINT": str(checkpoint)}
+    env = project_env(var, **settings)
+    assert manage("migrate", "--noinput", env=env).returncode == 0
+    imported = manage("import_videos", str(videos), env=env)
+    assert imported.returncode == 0, imported.stderr
+    with running_server(var, **settings) as base_url:
+        yield base_url
+
+
+def test_server_reports_the_engine(server: str) -> None:
+    assert requests.get(f"{server}/healthz", timeout=10).json()["engine"] == "sam2"
+
+
+def test_api_and_stream_serve_sam2_masks(server: str) -> None:
+    session_id = start_session(server, "gallery/short.mp4")
+    clicked = graphql(
+        server,
+        """mutation($input: AddPointsInput!) {
+             addPoints(input: $input) { frameIndex rleMaskList { objectId rleMask { size } } }
+           }""",
+        input={
+            "sessionId": session_id,
+            "frameIndex": 3,
+            "clearOldPoints": True,
+            "objectId": 1,
+            "labels": [1],
+            "points": [[0.3, 0.5]],
+        },
+    )
+
+    with propagate(server, session_id, 3) as response:
+        assert response.status_code == 200
+        received = [json.loads(body) for _, body in parts(response)]
+
+    assert clicked == {
+        "data": {
+            "addPoints": {
+                "frameIndex": 3,
+                "rleMaskList": [{"objectId": 1, "rleMask": {"size": [HEIGHT, WIDTH]}}],
+            }
+        }
+    }
+    assert [r["frame_index"] for r in received] == [3, 4, 5, 6, 7, 8, 9, 10, 11, 2, 1, 0]
+    for data in received:
+        assert [result["object_id"] for result in data["results"]] == [1]
+        assert rle_decode(data["results"][0]["mask"]).shape == (HEIGHT, WIDTH)
