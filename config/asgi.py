@@ -22,12 +22,15 @@ from django.urls import re_path  # noqa: E402
 from channels_admin import routing as channels_admin_routing  # noqa: E402
 from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E402
 from config.body_limit import RequestBodyLimit  # noqa: E402
+from segmentation.services.engines import engine_get  # noqa: E402
 
 http_application = RequestBodyLimit(
     ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application
 )
 
 playlist_ensure_loaded()
+# Load the engine now: a bad checkpoint stops the server at start, and no click waits for it.
+engine_get()
 
 application = ProtocolTypeRouter(
     {

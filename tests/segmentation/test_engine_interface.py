@@ -10,6 +10,7 @@ from segmentation.apps import SegmentationConfig
 from segmentation.engines import engine_class, engine_create, engine_options
 from segmentation.engines.base import EngineConfigError, PromptError, VideoState
 from segmentation.engines.classic import ClassicEngine, ClassicOptions
+from segmentation.engines.sam2.engine import Sam2Engine
 
 
 @pytest.mark.parametrize(
@@ -100,9 +101,10 @@ def test_engines_are_chosen_by_name() -> None:
     assert engine_class("classic") is ClassicEngine
     assert isinstance(engine, ClassicEngine)
     assert engine.options.work_size == 256
+    assert engine_class("sam2") is Sam2Engine
     with pytest.raises(EngineConfigError) as raised:
         engine_class("magic")
-    assert str(raised.value) == "unknown engine 'magic' (engines: classic)"
+    assert str(raised.value) == "unknown engine 'magic' (engines: classic, sam2)"
 
 
 @override_settings(SEGMENTATION_ENGINE="classic", SEGMENTATION_ENGINE_OPTIONS={"band": "2"})

@@ -147,7 +147,7 @@ def test_evaluate_vos_writes_the_figures(video: Video, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--engine", "magic"], "engine 'magic': unknown engine 'magic' (engines: classic)"),
+        (["--engine", "magic"], "engine 'magic': unknown engine 'magic' (engines: classic, sam2)"),
         (["--option", "work_size"], "--option takes KEY=VALUE, got 'work_size'"),
         (["--option", "work_size=1"], "engine 'classic': work_size must be within 64..4096, got 1"),
         (["--clicks", "0"], "--clicks takes positive integers separated by commas, got '0'"),

@@ -4,6 +4,8 @@ with a small random checkpoint on the CPU and real video files."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from config.env import env_named_options
 from segmentation.engines import EngineConfigError, engine_create, engine_options
 from segmentation.engines.sam2.engine import Sam2Engine
 from segmentation.rle import rle_decode
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import ROOT, manage, project_env, running_server
 from tests.segmentation.sam2.small import small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video, make_video, write_davis, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, parts, propagate, start_session
@@ -174,6 +176,28 @@ def server(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     assert imported.returncode == 0, imported.stderr
     with running_server(var, **settings) as base_url:
         yield base_url
+
+
+def test_a_bad_checkpoint_stops_the_server_at_start(checkpoint: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(checkpoint.read_bytes()[:1000])
+    env = project_env(tmp_path, SEGMENTATION_ENGINE="sam2", SAM2_CHECKPOINT=str(cut))
+
+    started = subprocess.run(
+        [sys.executable, "-c", "import config.asgi"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert started.returncode == 1
+    assert started.stderr.splitlines()[-1].startswith(
+        "segmentation.engines.sam2.checkpoint.CheckpointError: cut.pt: cannot be read as a "
+        "PyTorch checkpoint (truncated or not one?): "
+    )
 
 
 def test_server_reports_the_engine(server: str) -> None:
