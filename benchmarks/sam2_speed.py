@@ -7,8 +7,8 @@ Without ``--checkpoint`` the model of ``--size`` gets random weights: speed and 
 depend on the weights' values. Frames are drawn in memory (moving discs on a gradient) and served
 through a frame source like a decoded video. Prints the click time, propagation frames/s (median
 per-frame time, the first three frames left out as warm-up), the process's peak RSS and, on
-CUDA, the peak device memory; on Linux also how much the process grows per frame once its
-caches are full (the memory bank).
+CUDA, the peak device memory, and what the memory bank holds per frame and object (what grows
+with the video's length).
 """
 
 from __future__ import annotations
@@ -58,9 +58,14 @@ class DrawnFrames(FrameSource):
         return self._keep(index, image)
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+def _bank_mb(state) -> float:
+    """What the memory bank holds: the tensors of every object's prompted and tracked frames."""
+    total = 0
+    for track in state.tracker.tracks.values():
+        for output in [*track.prompted.values(), *track.tracked.values()]:
+            tensors = [output.mask_logits, output.pointer, output.score, output.memory]
+            total += sum(t.nbytes for t in tensors if t is not None)
+    return total / 2**20
 
 
 def main() -> None:
@@ -90,12 +95,11 @@ def main() -> None:
             frame_index=0, object_id=k + 1, points=[[0.25 + 0.25 * k, 0.5]], labels=[1]
         )
     click_sec = time.perf_counter() - click_started
-    times, last, rss = [], time.perf_counter(), []
+    times, last = [], time.perf_counter()
     for _ in state.propagate(start_frame_index=0):
         now = time.perf_counter()
         times.append(now - last)
         last = now
-        rss.append(_rss_mb())
     steady = times[3:] or times
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
@@ -105,9 +109,8 @@ def main() -> None:
     print(f"first click(s): {click_sec * 1000:.0f} ms")
     print(f"propagation: {1 / statistics.median(steady):.2f} frames/s (median of {len(steady)})")
     print(f"peak RSS: {peak_rss_mb:.0f} MB")
-    if len(rss) > 8:  # the caches are full after a few frames; what grows after is the bank
-        growth = (rss[-1] - rss[4]) / (len(rss) - 5)
-        print(f"RSS growth after frame 4: {growth:.2f} MB a frame")
+    frames_held = args.frames * args.objects
+    print(f"memory bank: {_bank_mb(state) / frames_held:.2f} MB per frame and object")
     if engine.device.type == "cuda":
         print(f"peak CUDA memory: {torch.cuda.max_memory_allocated() / 2**20:.0f} MB")
     state.close()
