@@ -153,6 +153,9 @@ MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
 # Decoded frames each session keeps (stored videos have a key frame every second, so a frame
 # that dropped out costs at most a second of decoding).
 SESSION_FRAME_CACHE_MB = env_int("SESSION_FRAME_CACHE_MB", 64, minimum=1)
+# The annotator page's frames: decoded once per video and kept as JPEG files here.
+FRAME_IMAGE_DIR = Path(env_str("FRAME_IMAGE_DIR", str(VAR_DIR / "frames"))).resolve()
+FRAME_IMAGE_QUALITY = env_int("FRAME_IMAGE_QUALITY", 90, minimum=1)
 
 # The IPTV channel admin.
 LISTEN_PORT = env_int("LISTEN_PORT", 7263, minimum=1)

@@ -3,9 +3,21 @@ from __future__ import annotations
 from django.conf import settings
 from django.urls import path
 
-from segmentation.views import annotations_export, media_file, propagate_in_video
+from segmentation.views import (
+    annotate_page,
+    annotations_export,
+    frame_image,
+    gallery_page,
+    masks_archive,
+    media_file,
+    propagate_in_video,
+)
 
 urlpatterns = [
+    path("", gallery_page, name="gallery"),
+    path("annotate/", annotate_page, name="annotate"),
+    path("frames/<int:frame_index>.jpg", frame_image, name="frame_image"),
+    path("annotations/masks.zip", masks_archive, name="masks_archive"),
     path("propagate_in_video", propagate_in_video, name="propagate_in_video"),
     path("annotations/<str:session_id>.json", annotations_export, name="annotations_export"),
     # MEDIA_URL reads "/media/" at run time (Django adds the script prefix); routes have no "/".

@@ -1,4 +1,5 @@
-"""HTTP endpoints beside GraphQL: media files and the propagation stream.
+"""The annotator's pages, and HTTP endpoints beside GraphQL: media files, frame images, the
+propagation stream and mask exports.
 
 - ``/media/...``: the files behind ``Video.url`` and ``Video.posterUrl``. Browsers' video
   elements seek with ``Range`` requests, which Django's own file responses do not answer; a
@@ -28,11 +29,14 @@ from django.http import (
     JsonResponse,
     StreamingHttpResponse,
 )
+from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from config.blocking import iterate_in_thread
 from segmentation.errors import ErrorCode, SegmentationError
+from segmentation.services.frame_images import frame_image_get
+from segmentation.services.mask_archives import mask_archive_build
 from segmentation.services.sessions import (
     PropagatedFrame,
     session_annotations,
@@ -96,6 +100,58 @@ def _read(file: Path, start: int, length: int):
 
 
 STREAM_BOUNDARY = "frame"
+
+
+@require_safe
+def gallery_page(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "segmentation/gallery.html",
+        {"nav": "segment", "max_upload_bytes": settings.MAX_UPLOAD_BYTES},
+    )
+
+
+@require_safe
+def annotate_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "segmentation/annotate.html", {"nav": "segment"})
+
+
+ERROR_STATUS = {ErrorCode.VIDEO_NOT_FOUND: 404, ErrorCode.SESSION_NOT_FOUND: 404}
+
+
+@require_safe
+def frame_image(request: HttpRequest, frame_index: int) -> HttpResponse:
+    """``GET /frames/<index>.jpg?video=<path>``: a frame of a library video, exactly as the
+    engine sees it, as JPEG."""
+    try:
+        file = frame_image_get(path=request.GET.get("video", ""), frame_index=frame_index)
+    except SegmentationError as error:
+        return _error(ERROR_STATUS.get(error.code, 400), error.code, str(error))
+    response = FileResponse(file.open("rb"), content_type="image/jpeg")
+    # A path names one video for good (uploads get new paths), so its frames never change.
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
+
+
+@csrf_exempt
+def masks_archive(request: HttpRequest) -> HttpResponse:
+    """``POST /annotations/masks.zip`` with annotations in the export format: a ZIP of per-frame
+    label PNGs (DAVIS layout), as a download."""
+    if request.method != "POST":
+        return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
+    try:
+        # Read as a stream: a long video's annotations outgrow DATA_UPLOAD_MAX_MEMORY_SIZE, and
+        # the body cap in front of Django bounds them.
+        data = json.load(request)
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
+    try:
+        name, archive = mask_archive_build(data=data)
+    except SegmentationError as error:
+        return _error(ERROR_STATUS.get(error.code, 400), error.code, str(error))
+    response = HttpResponse(archive, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
 
 
 @require_safe

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
+from segmentation.davis_png import labels_png_write
 from segmentation.engines.base import Engine, Masks, VideoState
 from segmentation.evaluation.clicks import first_click, next_click
 from segmentation.evaluation.davis import Sequence
@@ -133,22 +133,5 @@ def _dump(folder: Path, name: str, masks: Masks, frames) -> None:
     labels = np.zeros((frames.height, frames.width), np.uint8)
     for object_id, mask in masks.items():
         labels[mask] = object_id
-    image = Image.fromarray(labels, mode="P")
-    image.putpalette(davis_palette())
     folder.mkdir(parents=True, exist_ok=True)
-    image.save(folder / name)
-
-
-def davis_palette() -> list[int]:
-    """The DAVIS colour map: object n gets the colour of n's bits spread over R, G and B."""
-    palette = []
-    for index in range(256):
-        red = green = blue = 0
-        value = index
-        for bit in range(8):
-            red |= ((value >> 0) & 1) << (7 - bit)
-            green |= ((value >> 1) & 1) << (7 - bit)
-            blue |= ((value >> 2) & 1) << (7 - bit)
-            value >>= 3
-        palette += [red, green, blue]
-    return palette
+    labels_png_write(labels, str(folder / name))

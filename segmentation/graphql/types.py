@@ -57,6 +57,10 @@ class Video(graphene.ObjectType):
     poster_path = graphene.String(description="Where its poster (frame 0, JPEG) is.")
     width = graphene.Int(required=True, description="Width in pixels.")
     height = graphene.Int(required=True, description="Height in pixels.")
+    frame_count = graphene.Int(
+        required=True, description="How many frames it has (indices 0..frameCount-1)."
+    )
+    fps = graphene.Float(required=True, description="Frames per second.")
     url = graphene.String(required=True, description="Absolute URL of the video file.")
     poster_url = graphene.String(required=True, description="Absolute URL of the poster.")
 

@@ -15,6 +15,7 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
 
 from segmentation.models import Annotation, DeletionId, TermsAcceptance, Video
+from segmentation.services.frame_images import frame_images_delete
 from segmentation.services.videos import media_path
 
 DELETION_ID_KEY = "segmentation_deletion_id"
@@ -73,6 +74,8 @@ def user_data_delete(*, deletion_id: str) -> Deleted:
         client.delete()
     for file in files:
         file.unlink(missing_ok=True)
+    for sha256 in {v.sha256 for v in videos}:
+        frame_images_delete(sha256=sha256)
     still_used = set(
         Video.objects.filter(poster_path__in=posters).values_list("poster_path", flat=True)
     )

@@ -1,0 +1,595 @@
+// The annotator: one video, its frames from the server, clicks that give masks at once, then
+// propagation through the video, playback with the masks, and export. It talks to the server
+// only through the GraphQL API, the propagation stream and the frame and export files.
+//
+// Operations that change the session run one after another (`run`), in the order the person
+// made them; a session that expired is reopened and given the page's points again.
+
+import { Annotations } from "./annotations.js";
+import { FrameImages } from "./frames.js";
+import { ApiError, graphql, upload } from "./graphql.js";
+import { colourOf, drawPoints, hexOf, maskImage } from "./overlay.js";
+import { propagate } from "./stream.js";
+
+const PING_EVERY_MS = 60_000;
+const POINT_RADIUS_PX = 7; // on screen
+const PREFETCH_FRAMES = 24;
+
+const VIDEO = "id path width height frameCount fps";
+const FRAME_MASKS = "frameIndex rleMaskList { objectId rleMask { size counts } }";
+const Q = {
+  video: `query Video($id: GlobalID!) { node(id: $id) { ... on Video { ${VIDEO} } } }`,
+  defaultVideo: `query DefaultVideo { defaultVideo { ${VIDEO} } }`,
+  start: `mutation Start($input: StartSessionInput!) { startSession(input: $input) { sessionId } }`,
+  close: `mutation Close($input: CloseSessionInput!) { closeSession(input: $input) { success } }`,
+  ping: `query Ping($input: PingInput!) { ping(input: $input) { success } }`,
+  addPoints: `mutation Add($input: AddPointsInput!) { addPoints(input: $input) { ${FRAME_MASKS} } }`,
+  clearFrame: `mutation ClearFrame($input: ClearPointsInFrameInput!) {
+    clearPointsInFrame(input: $input) { ${FRAME_MASKS} } }`,
+  clearVideo: `mutation ClearVideo($input: ClearPointsInVideoInput!) {
+    clearPointsInVideo(input: $input) { success } }`,
+  removeObject: `mutation Remove($input: RemoveObjectInput!) { removeObject(input: $input) { ${FRAME_MASKS} } }`,
+  cancel: `mutation Cancel($input: CancelPropagateInVideoInput!) {
+    cancelPropagateInVideo(input: $input) { success } }`,
+  uploadAnnotations: `mutation Import($file: Upload!) { uploadAnnotations(file: $file) }`,
+};
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  editor: $("editor"),
+  name: $("video-name"),
+  message: $("message"),
+  frame: $("frame"),
+  overlay: $("overlay"),
+  play: $("play"),
+  scrubber: $("scrubber"),
+  frameLabel: $("frame-label"),
+  timeline: $("timeline"),
+  objects: $("objects"),
+  addObject: $("add-object"),
+  mode: $("mode"),
+  clearFrame: $("clear-frame"),
+  clearAll: $("clear-all"),
+  propagate: $("propagate"),
+  cancel: $("cancel"),
+  progress: $("progress"),
+  progressLabel: $("progress-label"),
+  exportJson: $("export-json"),
+  exportZip: $("export-zip"),
+  importFile: $("import-file"),
+};
+
+const state = {
+  video: null,
+  sessionId: null,
+  frames: null,
+  annotations: null,
+  frameIndex: 0,
+  objects: [], // object IDs, in the order they were made
+  nextObjectId: 1,
+  selected: null,
+  points: new Map(), // "frame:object" -> [{x, y, label}] in video pixels
+  tapLabel: 1,
+  playing: false,
+  propagation: null, // the AbortController of the running propagation
+  queue: Promise.resolve(),
+  drawn: 0, // the latest frame request; older ones that arrive late are not drawn
+};
+
+// ---- messages
+
+function say(text) {
+  ui.message.textContent = text;
+  ui.message.classList.remove("error");
+}
+
+function complain(text) {
+  ui.message.textContent = text;
+  ui.message.classList.add("error");
+}
+
+// ---- the session
+
+function run(task) {
+  const next = state.queue.then(task).catch((error) => complain(error.message));
+  state.queue = next;
+  return next;
+}
+
+// Call fn(sessionId); if the session has gone (expired, or the server restarted), open a new
+// one with the page's points and call again.
+async function withSession(fn) {
+  try {
+    return await fn(state.sessionId);
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.code !== "SESSION_NOT_FOUND") throw error;
+    await reopen();
+    return fn(state.sessionId);
+  }
+}
+
+async function startSession() {
+  const data = await graphql(Q.start, { input: { path: state.video.path } });
+  state.sessionId = data.startSession.sessionId;
+  ui.editor.dataset.sessionId = state.sessionId;
+}
+
+async function reopen() {
+  await startSession();
+  for (const [key, points] of state.points) {
+    const [frameIndex, objectId] = key.split(":").map(Number);
+    await sendPoints(state.sessionId, frameIndex, objectId, points);
+  }
+  say("The session had ended on the server; it was opened again with your points.");
+}
+
+function keepAlive() {
+  setInterval(async () => {
+    if (!state.sessionId || document.hidden) return;
+    try {
+      const data = await graphql(Q.ping, { input: { sessionId: state.sessionId } });
+      if (!data.ping.success) run(reopen);
+    } catch {
+      // The next ping, or the next operation, tries again.
+    }
+  }, PING_EVERY_MS);
+  addEventListener("pagehide", () => {
+    if (state.sessionId) graphql(Q.close, { input: { sessionId: state.sessionId } }, { keepalive: true });
+  });
+}
+
+// ---- drawing
+
+function pointKey(frameIndex, objectId) {
+  return `${frameIndex}:${objectId}`;
+}
+
+function pointRadius() {
+  return (POINT_RADIUS_PX * ui.overlay.width) / Math.max(ui.overlay.clientWidth, 1);
+}
+
+async function showFrame(frameIndex) {
+  state.frameIndex = frameIndex;
+  ui.scrubber.value = frameIndex;
+  ui.frameLabel.textContent = `${frameIndex + 1} / ${state.video.frameCount}`;
+  const request = ++state.drawn;
+  let image;
+  try {
+    image = await state.frames.get(frameIndex);
+  } catch (error) {
+    complain(error.message);
+    return;
+  }
+  if (request !== state.drawn) return;
+  ui.frame.getContext("2d").drawImage(image, 0, 0);
+  drawOverlay();
+  ui.editor.dataset.frameShown = frameIndex;
+}
+
+function drawOverlay() {
+  const { width, height } = state.video;
+  const context = ui.overlay.getContext("2d");
+  context.putImageData(maskImage(state.annotations.masks(state.frameIndex), width, height), 0, 0);
+  for (const objectId of state.objects) {
+    drawPoints(context, state.points.get(pointKey(state.frameIndex, objectId)) ?? [], objectId, pointRadius());
+  }
+}
+
+function drawTimeline() {
+  const canvas = ui.timeline;
+  const count = state.video.frameCount;
+  canvas.width = Math.max(canvas.clientWidth, 1);
+  const context = canvas.getContext("2d");
+  context.clearRect(0, 0, canvas.width, canvas.height);
+  const step = canvas.width / count;
+  const clicked = new Set([...state.points.keys()].map((key) => Number(key.split(":")[0])));
+  for (let i = 0; i < count; i++) {
+    if (state.annotations.hasMasks(i)) {
+      context.fillStyle = "#4fa3ff";
+      context.fillRect(i * step, 4, Math.max(step, 1), canvas.height - 4);
+    }
+    if (clicked.has(i)) {
+      context.fillStyle = "#ffb347";
+      context.fillRect(i * step, 0, Math.max(step, 2), canvas.height);
+    }
+  }
+}
+
+function applyMasks({ frameIndex, rleMaskList }) {
+  state.annotations.setMasks(
+    frameIndex,
+    rleMaskList.map((item) => ({ objectId: item.objectId, rle: item.rleMask })),
+  );
+  if (frameIndex === state.frameIndex) drawOverlay();
+}
+
+// ---- objects
+
+function renderObjects() {
+  ui.objects.replaceChildren(
+    ...state.objects.map((objectId) => {
+      const item = document.createElement("li");
+      item.className = objectId === state.selected ? "selected" : "";
+      item.dataset.objectId = objectId;
+      const pick = document.createElement("button");
+      pick.type = "button";
+      pick.className = "object-pick";
+      pick.setAttribute("aria-pressed", String(objectId === state.selected));
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.style.background = hexOf(colourOf(objectId));
+      const clicks = [...state.points.keys()].filter((key) => key.endsWith(`:${objectId}`)).length;
+      pick.append(swatch, `Object ${objectId}`);
+      const details = document.createElement("span");
+      details.className = "muted";
+      details.textContent = clicks ? ` · clicked on ${clicks} frame${clicks > 1 ? "s" : ""}` : "";
+      pick.append(details);
+      pick.addEventListener("click", () => selectObject(objectId));
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "object-remove";
+      remove.textContent = "×";
+      remove.title = `Remove object ${objectId}`;
+      remove.setAttribute("aria-label", remove.title);
+      remove.addEventListener("click", () => removeObject(objectId));
+      item.append(pick, remove);
+      return item;
+    }),
+  );
+  updateButtons();
+}
+
+function selectObject(objectId) {
+  state.selected = objectId;
+  renderObjects();
+}
+
+function addObject() {
+  const objectId = state.nextObjectId++;
+  state.objects.push(objectId);
+  selectObject(objectId);
+}
+
+function removeObject(objectId) {
+  run(async () => {
+    const frames = await withSession((sessionId) =>
+      graphql(Q.removeObject, { input: { sessionId, objectId } }),
+    );
+    state.annotations.removeObject(objectId);
+    for (const key of [...state.points.keys()]) if (key.endsWith(`:${objectId}`)) state.points.delete(key);
+    frames.removeObject.forEach(applyMasks);
+    state.objects = state.objects.filter((id) => id !== objectId);
+    if (!state.objects.length) addObject();
+    if (state.selected === objectId) state.selected = state.objects[0];
+    renderObjects();
+    drawOverlay();
+    drawTimeline();
+  });
+}
+
+// ---- clicks
+
+function videoPoint(event) {
+  const box = ui.overlay.getBoundingClientRect();
+  return {
+    x: ((event.clientX - box.left) * state.video.width) / box.width,
+    y: ((event.clientY - box.top) * state.video.height) / box.height,
+  };
+}
+
+function click(event, label) {
+  event.preventDefault();
+  if (!state.sessionId || state.propagation) return;
+  stopPlaying();
+  const frameIndex = state.frameIndex;
+  const objectId = state.selected;
+  const key = pointKey(frameIndex, objectId);
+  const point = videoPoint(event);
+  const points = [...(state.points.get(key) ?? [])];
+  const hit = points.findIndex((p) => Math.hypot(p.x - point.x, p.y - point.y) <= pointRadius());
+  if (hit >= 0) points.splice(hit, 1);
+  else points.push({ ...point, label });
+  if (points.length) state.points.set(key, points);
+  else state.points.delete(key);
+  drawOverlay(); // the point shows at once; its mask follows
+  renderObjects();
+  drawTimeline();
+  run(async () => {
+    // The points as they are when this turn comes: clicks made meanwhile are sent together.
+    const latest = state.points.get(key) ?? [];
+    const masks = await withSession((sessionId) => sendPoints(sessionId, frameIndex, objectId, latest));
+    applyMasks(masks);
+    drawTimeline();
+  });
+}
+
+async function sendPoints(sessionId, frameIndex, objectId, points) {
+  if (!points.length) {
+    const data = await graphql(Q.clearFrame, { input: { sessionId, frameIndex, objectId } });
+    return data.clearPointsInFrame;
+  }
+  const { width, height } = state.video;
+  const data = await graphql(Q.addPoints, {
+    input: {
+      sessionId,
+      frameIndex,
+      objectId,
+      clearOldPoints: true,
+      labels: points.map((p) => p.label),
+      points: points.map((p) => [p.x / width, p.y / height]),
+    },
+  });
+  return data.addPoints;
+}
+
+function clearFrame() {
+  const frameIndex = state.frameIndex;
+  const objectIds = state.objects.filter((id) => state.points.has(pointKey(frameIndex, id)));
+  run(async () => {
+    for (const objectId of objectIds) {
+      state.points.delete(pointKey(frameIndex, objectId));
+      const masks = await withSession((sessionId) => sendPoints(sessionId, frameIndex, objectId, []));
+      applyMasks(masks);
+    }
+    renderObjects();
+    drawOverlay();
+    drawTimeline();
+  });
+}
+
+function clearAll() {
+  run(async () => {
+    await withSession((sessionId) => graphql(Q.clearVideo, { input: { sessionId } }));
+    state.points.clear();
+    state.annotations.clear();
+    renderObjects();
+    drawOverlay();
+    drawTimeline();
+    say("Every point and mask is cleared.");
+  });
+}
+
+// ---- propagation
+
+async function startPropagation() {
+  stopPlaying();
+  const controller = new AbortController();
+  state.propagation = controller;
+  updateButtons();
+  const startFrame = state.frameIndex;
+  let done = 0;
+  let total = state.video.frameCount;
+  ui.progress.value = 0;
+  ui.progressLabel.textContent = "Propagating…";
+  const onFrame = ({ frameIndex, frameTotal, results }) => {
+    done++;
+    total = frameTotal;
+    applyMasks({
+      frameIndex,
+      rleMaskList: results.map((item) => ({ objectId: item.object_id, rleMask: item.mask })),
+    });
+    ui.progress.value = done / total;
+    ui.progressLabel.textContent = `${done} / ${total} frames`;
+    if (done % 8 === 0) drawTimeline();
+  };
+  await run(async () => {
+    try {
+      await withSession((sessionId) => propagate(sessionId, startFrame, onFrame, controller.signal));
+    } catch (error) {
+      if (error.name !== "AbortError") throw error;
+    } finally {
+      state.propagation = null;
+      ui.progressLabel.textContent = controller.signal.aborted
+        ? `Cancelled after ${done} of ${total} frames.`
+        : `Done: ${done} frames.`;
+      ui.editor.dataset.propagated = controller.signal.aborted ? "cancelled" : "done";
+      drawTimeline();
+      updateButtons();
+    }
+  });
+}
+
+async function cancelPropagation() {
+  const controller = state.propagation;
+  if (!controller) return;
+  ui.cancel.disabled = true;
+  try {
+    await graphql(Q.cancel, { input: { sessionId: state.sessionId } });
+  } catch {
+    // Closing the stream stops the server's propagation as well.
+  }
+  controller.abort();
+}
+
+// ---- playback
+
+function stopPlaying() {
+  state.playing = false;
+  ui.play.textContent = "Play";
+}
+
+async function play() {
+  if (state.playing) {
+    stopPlaying();
+    return;
+  }
+  state.playing = true;
+  ui.play.textContent = "Pause";
+  const frameMs = 1000 / state.video.fps;
+  let frameIndex = state.frameIndex >= state.video.frameCount - 1 ? 0 : state.frameIndex;
+  while (state.playing && frameIndex < state.video.frameCount) {
+    const started = performance.now();
+    state.frames.prefetch(frameIndex + 1, PREFETCH_FRAMES, state.video.frameCount);
+    await showFrame(frameIndex);
+    const wait = frameMs - (performance.now() - started);
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    frameIndex++;
+  }
+  stopPlaying();
+}
+
+function step(delta) {
+  stopPlaying();
+  const frameIndex = Math.min(Math.max(state.frameIndex + delta, 0), state.video.frameCount - 1);
+  showFrame(frameIndex);
+  state.frames.prefetch(frameIndex + 1, 4, state.video.frameCount);
+}
+
+// ---- export and import
+
+function stem() {
+  return state.video.path.split("/").pop().replace(/\.[^.]*$/, "");
+}
+
+function download(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const link = Object.assign(document.createElement("a"), { href: url, download: name });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+function exportJson() {
+  run(async () => {
+    const data = JSON.stringify(state.annotations.toJSON());
+    download(new Blob([data], { type: "application/json" }), `${stem()}-annotations.json`);
+  });
+}
+
+function exportZip() {
+  run(async () => {
+    say("Making the PNG masks…");
+    const response = await fetch("/annotations/masks.zip", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(state.annotations.toJSON()),
+    });
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      throw new Error(`The masks could not be exported: ${body.error ?? response.status}`);
+    }
+    download(await response.blob(), `${stem()}-masks.zip`);
+    say("The PNG masks are downloaded.");
+  });
+}
+
+async function importFile(file) {
+  let data;
+  try {
+    data = JSON.parse(await file.text());
+  } catch {
+    complain(`${file.name} is not a JSON annotation file.`);
+    return;
+  }
+  if (data?.video !== state.video.path) {
+    complain(`${file.name} holds annotations of ${JSON.stringify(data?.video ?? null)}, not of this video.`);
+    return;
+  }
+  run(async () => {
+    try {
+      await upload(Q.uploadAnnotations, {}, "file", file, () => {}); // the server checks it
+    } catch (error) {
+      throw new Error(`${file.name} was not imported: ${error.message}`);
+    }
+    await withSession((sessionId) => graphql(Q.clearVideo, { input: { sessionId } }));
+    state.points.clear();
+    state.annotations.load(data);
+    const ids = state.annotations.objectIds();
+    state.objects = ids.length ? ids : [1];
+    state.nextObjectId = Math.max(...state.objects) + 1;
+    state.selected = state.objects[0];
+    renderObjects();
+    drawOverlay();
+    drawTimeline();
+    say(`Imported the masks of ${data.frames.length} frames from ${file.name}.`);
+  });
+}
+
+// ---- controls
+
+function updateButtons() {
+  const busy = !state.sessionId || Boolean(state.propagation);
+  ui.propagate.disabled = busy || state.points.size === 0;
+  ui.propagate.hidden = Boolean(state.propagation);
+  ui.cancel.hidden = !state.propagation;
+  ui.cancel.disabled = false;
+  for (const control of [ui.addObject, ui.clearFrame, ui.clearAll, ui.exportJson, ui.exportZip, ui.importFile]) {
+    control.disabled = busy;
+  }
+  for (const button of ui.objects.querySelectorAll("button")) button.disabled = busy;
+}
+
+function wire() {
+  ui.overlay.addEventListener("click", (event) => click(event, state.tapLabel));
+  ui.overlay.addEventListener("contextmenu", (event) => click(event, 0));
+  ui.scrubber.addEventListener("input", () => {
+    stopPlaying();
+    showFrame(Number(ui.scrubber.value));
+  });
+  ui.play.addEventListener("click", play);
+  ui.addObject.addEventListener("click", addObject);
+  ui.mode.addEventListener("click", () => {
+    state.tapLabel = 1 - state.tapLabel;
+    ui.mode.setAttribute("aria-pressed", String(state.tapLabel === 0));
+    ui.mode.textContent = state.tapLabel ? "Taps mark: object" : "Taps mark: background";
+  });
+  ui.clearFrame.addEventListener("click", clearFrame);
+  ui.clearAll.addEventListener("click", clearAll);
+  ui.propagate.addEventListener("click", startPropagation);
+  ui.cancel.addEventListener("click", cancelPropagation);
+  ui.exportJson.addEventListener("click", exportJson);
+  ui.exportZip.addEventListener("click", exportZip);
+  ui.importFile.addEventListener("change", () => {
+    const [file] = ui.importFile.files;
+    ui.importFile.value = "";
+    if (file) importFile(file);
+  });
+  addEventListener("keydown", (event) => {
+    if (event.target.closest("input, button, select, textarea") && event.key !== " ") return;
+    if (event.key === "ArrowLeft") step(-1);
+    else if (event.key === "ArrowRight") step(1);
+    else if (event.key === " " && !event.target.closest("button")) play();
+    else return;
+    event.preventDefault();
+  });
+  addEventListener("resize", drawTimeline);
+}
+
+async function open() {
+  const videoId = new URLSearchParams(location.search).get("video");
+  try {
+    state.video = videoId
+      ? (await graphql(Q.video, { id: videoId })).node
+      : (await graphql(Q.defaultVideo)).defaultVideo;
+    if (!state.video) throw new Error("The server has no such video.");
+  } catch (error) {
+    ui.name.textContent = "No video";
+    complain(`${error.message} Pick one in the gallery.`);
+    return;
+  }
+  const { path, width, height, frameCount } = state.video;
+  document.title = `${path.split("/").pop()} · Annotate`;
+  ui.name.textContent = path.split("/").pop();
+  for (const canvas of [ui.frame, ui.overlay]) Object.assign(canvas, { width, height });
+  ui.scrubber.max = frameCount - 1;
+  state.frames = new FrameImages(path);
+  state.annotations = new Annotations(path);
+  wire();
+  addObject();
+  try {
+    await startSession();
+  } catch (error) {
+    complain(`The video cannot be opened: ${error.message}`);
+    return;
+  }
+  keepAlive();
+  ui.play.disabled = ui.scrubber.disabled = false;
+  updateButtons();
+  drawTimeline();
+  await showFrame(0);
+  state.frames.prefetch(1, PREFETCH_FRAMES, frameCount);
+  ui.editor.dataset.ready = "true";
+}
+
+open();
