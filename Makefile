@@ -13,6 +13,7 @@ URL := http://$(LISTEN_ADDR):$(LISTEN_PORT)
 run: prepare
 	@echo
 	@echo "Serving on $(URL)  (Ctrl-C stops)"
+	@echo "  Annotator (segmentation)  $(URL)/"
 	@echo "  TV viewer                 $(URL)/tv/"
 	@echo "  Channel admin             $(URL)/tv/admin/  (staff login)"
 	@echo "  GraphQL API and GraphiQL  $(URL)/graphql"

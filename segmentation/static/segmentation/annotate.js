@@ -342,6 +342,7 @@ function clearAll() {
     await withSession((sessionId) => graphql(Q.clearVideo, { input: { sessionId } }));
     state.points.clear();
     state.annotations.clear();
+    resetProgress();
     renderObjects();
     drawOverlay();
     drawTimeline();
@@ -387,6 +388,12 @@ async function startPropagation() {
       updateButtons();
     }
   });
+}
+
+function resetProgress() {
+  ui.progress.value = 0;
+  ui.progressLabel.textContent = "";
+  delete ui.editor.dataset.propagated;
 }
 
 async function cancelPropagation() {
@@ -495,6 +502,7 @@ async function importFile(file) {
     await withSession((sessionId) => graphql(Q.clearVideo, { input: { sessionId } }));
     state.points.clear();
     state.annotations.load(data);
+    resetProgress();
     const ids = state.annotations.objectIds();
     state.objects = ids.length ? ids : [1];
     state.nextObjectId = Math.max(...state.objects) + 1;
