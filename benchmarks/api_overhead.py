@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,19 +25,12 @@ sys.path.insert(0, str(ROOT))
 
 import requests  # noqa: E402
 
+from benchmarks.local_server import served  # noqa: E402
+
 POINTS = ([0.78, 0.5], [0.3, 0.45])
 ADD = """mutation($input: AddPointsInput!) {
   addPoints(input: $input) { frameIndex rleMaskList { objectId rleMask { counts size } } }
 }"""
-
-
-def manage(*args: str, env: dict[str, str]) -> str:
-    done = subprocess.run(  # noqa: S603 (our own interpreter and manage.py)
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(done.stderr)
-    return done.stdout
 
 
 def engine_side(video: Path, clicks: int) -> tuple[list[float], float]:
@@ -104,34 +95,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clicks", type=int, default=40)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as work:
-        env = {**os.environ, "VAR_DIR": work, "LOG_LEVEL": "INFO"}
-        env.pop("DATABASE_URL", None)
-        manage("migrate", "--noinput", env=env)
-        manage("default_video", env=env)
-        video = Path(work) / "media" / "gallery" / "default.mp4"
-        log = Path(work) / "daphne.log"
-        with log.open("w") as out:
-            server = subprocess.Popen(
-                [sys.executable, "-m", "config.server", "-p", "0", "config.asgi:application"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        try:
-            base = None
-            for _ in range(300):
-                for line in log.read_text().splitlines():
-                    if "Listening on TCP address" in line:
-                        base = "http://" + line.rsplit(" ", 1)[1]
-                if base:
-                    break
-                time.sleep(0.1)
-            if base is None:
-                raise SystemExit(log.read_text())
-            engine_clicks, engine_fps = engine_side(video, args.clicks)
-            api_clicks, api_fps = server_side(base, "gallery/default.mp4", args.clicks)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+    with served() as (base, var_dir):
+        video = var_dir / "media" / "gallery" / "default.mp4"
+        engine_clicks, engine_fps = engine_side(video, args.clicks)
+        api_clicks, api_fps = server_side(base, "gallery/default.mp4", args.clicks)
 
     def ms(values: list[float]) -> float:
         return statistics.median(values) * 1000

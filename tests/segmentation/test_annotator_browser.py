@@ -268,6 +268,31 @@ def test_session_is_pinged_while_open_and_closed_when_left(server, page) -> None
     assert answer.json() == {"data": {"ping": {"success": False}}}
 
 
+def test_a_lost_session_is_reopened_with_the_pages_points(server, page) -> None:
+    old_session = open_default_video(server, page)
+    with page.expect_response(is_add_points):
+        click_at(page, 256, 216)
+    closed = requests.post(
+        f"{server}/graphql",
+        json={"query": "mutation($s: String!) { closeSession(input: {sessionId: $s}) { success } }",
+              "variables": {"s": old_session}},
+        timeout=10,
+    )  # fmt: skip
+    assert closed.json() == {"data": {"closeSession": {"success": True}}}
+
+    click_at(page, 300, 230)
+    page.wait_for_function("() => document.getElementById('message').textContent !== ''")
+
+    assert page.text_content("#message") == (
+        "The session had ended on the server; it was opened again with your points."
+    )
+    new_session = page.get_attribute("#editor", "data-session-id")
+    assert new_session != old_session
+    page.wait_for_load_state("networkidle")
+    objects = server_annotations(server, new_session)["frames"][0]["objects"]
+    assert [item["object_id"] for item in objects] == [1]
+
+
 def test_upload_opens_the_new_video(server, page, tmp_path: Path) -> None:
     clip = write_mp4(make_video(), tmp_path / "my clip.mp4")
     page.goto(f"{server}/")

@@ -73,6 +73,7 @@ const state = {
   playing: false,
   propagation: null, // the AbortController of the running propagation
   queue: Promise.resolve(),
+  epoch: 0, // counts "clear all"s
   drawn: 0, // the latest frame request; older ones that arrive late are not drawn
 };
 
@@ -160,10 +161,12 @@ async function showFrame(frameIndex) {
     complain(error.message);
     return;
   }
-  if (request !== state.drawn) return;
-  ui.frame.getContext("2d").drawImage(image, 0, 0);
-  drawOverlay();
-  ui.editor.dataset.frameShown = frameIndex;
+  if (request === state.drawn) {
+    ui.frame.getContext("2d").drawImage(image, 0, 0);
+    drawOverlay();
+    ui.editor.dataset.frameShown = frameIndex;
+  }
+  image.close();
 }
 
 function drawOverlay() {
@@ -195,10 +198,13 @@ function drawTimeline() {
   }
 }
 
+// Masks from the server; those of objects removed meanwhile are dropped.
 function applyMasks({ frameIndex, rleMaskList }) {
   state.annotations.setMasks(
     frameIndex,
-    rleMaskList.map((item) => ({ objectId: item.objectId, rle: item.rleMask })),
+    rleMaskList
+      .filter((item) => state.objects.includes(item.objectId))
+      .map((item) => ({ objectId: item.objectId, rle: item.rleMask })),
   );
   if (frameIndex === state.frameIndex) drawOverlay();
 }
@@ -251,18 +257,19 @@ function addObject() {
 }
 
 function removeObject(objectId) {
+  state.annotations.removeObject(objectId);
+  for (const key of [...state.points.keys()]) if (key.endsWith(`:${objectId}`)) state.points.delete(key);
+  state.objects = state.objects.filter((id) => id !== objectId);
+  if (!state.objects.length) addObject();
+  if (state.selected === objectId) state.selected = state.objects[0];
+  renderObjects();
+  drawOverlay();
+  drawTimeline();
   run(async () => {
     const frames = await withSession((sessionId) =>
       graphql(Q.removeObject, { input: { sessionId, objectId } }),
     );
-    state.annotations.removeObject(objectId);
-    for (const key of [...state.points.keys()]) if (key.endsWith(`:${objectId}`)) state.points.delete(key);
     frames.removeObject.forEach(applyMasks);
-    state.objects = state.objects.filter((id) => id !== objectId);
-    if (!state.objects.length) addObject();
-    if (state.selected === objectId) state.selected = state.objects[0];
-    renderObjects();
-    drawOverlay();
     drawTimeline();
   });
 }
@@ -294,10 +301,12 @@ function click(event, label) {
   drawOverlay(); // the point shows at once; its mask follows
   renderObjects();
   drawTimeline();
+  const epoch = state.epoch;
   run(async () => {
     // The points as they are when this turn comes: clicks made meanwhile are sent together.
     const latest = state.points.get(key) ?? [];
     const masks = await withSession((sessionId) => sendPoints(sessionId, frameIndex, objectId, latest));
+    if (epoch !== state.epoch) return;
     applyMasks(masks);
     drawTimeline();
   });
@@ -322,30 +331,34 @@ async function sendPoints(sessionId, frameIndex, objectId, points) {
   return data.addPoints;
 }
 
+// The page's own state changes at once, in the order of the person's actions; the server's
+// follows in the queue.
+
 function clearFrame() {
   const frameIndex = state.frameIndex;
   const objectIds = state.objects.filter((id) => state.points.has(pointKey(frameIndex, id)));
+  for (const objectId of objectIds) state.points.delete(pointKey(frameIndex, objectId));
+  renderObjects();
+  drawOverlay();
+  drawTimeline();
   run(async () => {
     for (const objectId of objectIds) {
-      state.points.delete(pointKey(frameIndex, objectId));
-      const masks = await withSession((sessionId) => sendPoints(sessionId, frameIndex, objectId, []));
-      applyMasks(masks);
+      applyMasks(await withSession((sessionId) => sendPoints(sessionId, frameIndex, objectId, [])));
     }
-    renderObjects();
-    drawOverlay();
     drawTimeline();
   });
 }
 
 function clearAll() {
+  state.epoch++; // answers to earlier clicks no longer apply
+  state.points.clear();
+  state.annotations.clear();
+  resetProgress();
+  renderObjects();
+  drawOverlay();
+  drawTimeline();
   run(async () => {
     await withSession((sessionId) => graphql(Q.clearVideo, { input: { sessionId } }));
-    state.points.clear();
-    state.annotations.clear();
-    resetProgress();
-    renderObjects();
-    drawOverlay();
-    drawTimeline();
     say("Every point and mask is cleared.");
   });
 }
@@ -500,6 +513,7 @@ async function importFile(file) {
       throw new Error(`${file.name} was not imported: ${error.message}`);
     }
     await withSession((sessionId) => graphql(Q.clearVideo, { input: { sessionId } }));
+    state.epoch++;
     state.points.clear();
     state.annotations.load(data);
     resetProgress();
