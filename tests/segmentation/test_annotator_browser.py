@@ -63,6 +63,13 @@ def overlay_pixel(page, x: int, y: int) -> list[int]:
     )
 
 
+def graphql(server: str, query: str, **variables: object) -> dict:
+    answer = requests.post(
+        f"{server}/graphql", json={"query": query, "variables": variables}, timeout=10
+    )
+    return answer.json()
+
+
 def server_annotations(server: str, session_id: str) -> dict:
     response = requests.get(f"{server}/annotations/{session_id}.json", timeout=10)
     assert response.status_code == 200, response.text
@@ -259,26 +266,22 @@ def test_session_is_pinged_while_open_and_closed_when_left(server, page) -> None
         page.clock.run_for(61_000)
 
     page.goto(f"{server}/tv/")
-    answer = requests.post(
-        f"{server}/graphql",
-        json={"query": "query($s: String!) { ping(input: {sessionId: $s}) { success } }",
-              "variables": {"s": session_id}},
-        timeout=10,
-    )  # fmt: skip
-    assert answer.json() == {"data": {"ping": {"success": False}}}
+    answer = graphql(
+        server, "query($s: String!) { ping(input: {sessionId: $s}) { success } }", s=session_id
+    )
+    assert answer == {"data": {"ping": {"success": False}}}
 
 
 def test_a_lost_session_is_reopened_with_the_pages_points(server, page) -> None:
     old_session = open_default_video(server, page)
     with page.expect_response(is_add_points):
         click_at(page, 256, 216)
-    closed = requests.post(
-        f"{server}/graphql",
-        json={"query": "mutation($s: String!) { closeSession(input: {sessionId: $s}) { success } }",
-              "variables": {"s": old_session}},
-        timeout=10,
-    )  # fmt: skip
-    assert closed.json() == {"data": {"closeSession": {"success": True}}}
+    closed = graphql(
+        server,
+        "mutation($s: String!) { closeSession(input: {sessionId: $s}) { success } }",
+        s=old_session,
+    )
+    assert closed == {"data": {"closeSession": {"success": True}}}
 
     click_at(page, 300, 230)
     page.wait_for_function("() => document.getElementById('message').textContent !== ''")

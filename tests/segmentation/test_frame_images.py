@@ -14,7 +14,9 @@ from segmentation.models import DeletionId, Video
 from segmentation.services.consent import user_data_delete
 from segmentation.services.videos import video_register
 
-pytestmark = pytest.mark.django_db
+# The views work in threads of their own, with their own database connections: rows must be
+# committed for them to see.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -52,7 +54,7 @@ def test_frames_are_the_engines_frames(client: Client, clip: Video, video_file: 
         assert response.status_code == 200
         assert response["Content-Type"] == "image/jpeg"
         assert response["Cache-Control"] == "public, max-age=86400"
-        assert b"".join(response.streaming_content) == engine_jpeg(video_file, index)
+        assert response.content == engine_jpeg(video_file, index)
 
 
 def test_a_frame_is_decoded_once_and_kept(
@@ -65,7 +67,7 @@ def test_a_frame_is_decoded_once_and_kept(
     response = get(client, 5, clip.path)
 
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == kept.read_bytes()
+    assert response.content == kept.read_bytes()
     assert sorted(p.name for p in (frame_dir / clip.sha256).iterdir()) == ["00005.jpg"]
 
 

@@ -19,7 +19,9 @@ from segmentation.rle import rle_encode
 from segmentation.services.videos import video_register
 from tests.segmentation.synthetic import HEIGHT, WIDTH
 
-pytestmark = pytest.mark.django_db
+# The views work in threads of their own, with their own database connections: rows must be
+# committed for them to see.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
