@@ -70,7 +70,7 @@ const state = {
   selected: null,
   points: new Map(), // "frame:object" -> [{x, y, label}] in video pixels
   tapLabel: 1,
-  playing: false,
+  playing: null, // the running playback, if any
   propagation: null, // the AbortController of the running propagation
   queue: Promise.resolve(),
   epoch: 0, // counts "clear all"s
@@ -126,7 +126,7 @@ async function reopen() {
 
 function keepAlive() {
   setInterval(async () => {
-    if (!state.sessionId || document.hidden) return;
+    if (!state.sessionId) return;
     try {
       const data = await graphql(Q.ping, { input: { sessionId: state.sessionId } });
       if (!data.ping.success) run(reopen);
@@ -387,16 +387,23 @@ async function startPropagation() {
     if (done % 8 === 0) drawTimeline();
   };
   await run(async () => {
+    let outcome = "done";
     try {
       await withSession((sessionId) => propagate(sessionId, startFrame, onFrame, controller.signal));
     } catch (error) {
-      if (error.name !== "AbortError") throw error;
+      if (error.name !== "AbortError") {
+        outcome = "failed";
+        throw error;
+      }
     } finally {
       state.propagation = null;
-      ui.progressLabel.textContent = controller.signal.aborted
-        ? `Cancelled after ${done} of ${total} frames.`
-        : `Done: ${done} frames.`;
-      ui.editor.dataset.propagated = controller.signal.aborted ? "cancelled" : "done";
+      if (controller.signal.aborted) outcome = "cancelled";
+      ui.progressLabel.textContent = {
+        done: `Done: ${done} frames.`,
+        cancelled: `Cancelled after ${done} of ${total} frames.`,
+        failed: `Stopped after ${done} of ${total} frames.`,
+      }[outcome];
+      ui.editor.dataset.propagated = outcome;
       drawTimeline();
       updateButtons();
     }
@@ -424,7 +431,7 @@ async function cancelPropagation() {
 // ---- playback
 
 function stopPlaying() {
-  state.playing = false;
+  state.playing = null;
   ui.play.textContent = "Play";
 }
 
@@ -433,11 +440,12 @@ async function play() {
     stopPlaying();
     return;
   }
-  state.playing = true;
+  const playing = {}; // this playback; one started later replaces it
+  state.playing = playing;
   ui.play.textContent = "Pause";
   const frameMs = 1000 / state.video.fps;
   let frameIndex = state.frameIndex >= state.video.frameCount - 1 ? 0 : state.frameIndex;
-  while (state.playing && frameIndex < state.video.frameCount) {
+  while (state.playing === playing && frameIndex < state.video.frameCount) {
     const started = performance.now();
     state.frames.prefetch(frameIndex + 1, PREFETCH_FRAMES, state.video.frameCount);
     await showFrame(frameIndex);
@@ -445,7 +453,7 @@ async function play() {
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     frameIndex++;
   }
-  stopPlaying();
+  if (state.playing === playing) stopPlaying();
 }
 
 function step(delta) {

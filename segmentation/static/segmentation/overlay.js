@@ -11,7 +11,8 @@ export const COLOURS = [
 export const FILL_ALPHA = 115;
 
 export function colourOf(objectId) {
-  return COLOURS[(objectId - 1) % COLOURS.length];
+  const count = COLOURS.length;
+  return COLOURS[(((objectId - 1) % count) + count) % count]; // IDs from 1; 0 takes the last
 }
 
 export function hexOf([red, green, blue]) {
