@@ -18,7 +18,7 @@ from PIL import Image
 from pycocotools import mask as coco_mask
 
 from segmentation.rle import rle_decode, rle_encode
-from tests.conftest import running_server
+from tests.conftest import manage, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 
 WIDTH, HEIGHT, FRAMES = 854, 480, 144  # the drawn default video
@@ -367,6 +367,33 @@ def test_upload_refusals_are_explained(
     page.reload()
     page.wait_for_selector(".video-card")
     assert page.locator(".video-card").count() == cards
+
+
+def test_the_gallery_pages_on(page, tmp_path: Path) -> None:
+    # given a library of 26 videos: the default one and 25 imported
+    folder = tmp_path / "library"
+    folder.mkdir()
+    clip = write_mp4(make_video(frame_count=2), tmp_path / "clip.mp4")
+    for n in range(25):
+        (folder / f"clip-{n:02d}.mp4").write_bytes(clip.read_bytes())
+    var_dir = tmp_path / "var"
+    var_dir.mkdir()
+    with running_server(var_dir) as other_server:
+        for command in (["default_video"], ["import_videos", str(folder)]):
+            done = manage(*command, env=project_env(var_dir))
+            assert done.returncode == 0, done.stderr
+
+        page.goto(f"{other_server}/")
+        page.wait_for_selector(".video-card")
+        first_page = page.locator(".video-card").count()
+        page.click("#more")
+        page.wait_for_function("() => document.querySelectorAll('.video-card').length === 26")
+        page.shot("second-page")
+
+        assert first_page == 24
+        assert page.is_hidden("#more")
+        names = page.eval_on_selector_all(".video-card strong", "all => all.map(n => n.innerText)")
+        assert names == ["default.mp4"] + [f"clip-{n:02d}.mp4" for n in range(25)]
 
 
 def rle_cases() -> list[np.ndarray]:
