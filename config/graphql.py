@@ -5,6 +5,7 @@
 - Requests may follow the GraphQL multipart request specification: an ``operations`` field (the
   JSON request), a ``map`` field (which file part goes to which variable), and the file parts.
   (The size of the whole request is capped before Django reads it: ``config/body_limit.py``.)
+- What one request may ask for is limited: ``config/graphql_limits.py``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,33 @@ import json
 
 from django.http import HttpRequest, HttpResponseBadRequest
 from graphene_django.views import GraphQLView, HttpError
-from graphql import GraphQLError
+from graphql import ExecutionResult, GraphQLError
+
+from config.graphql_limits import graphql_size_errors, graphql_validation_rules
 
 
 class ApiView(GraphQLView):
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.validation_rules = graphql_validation_rules()
+
+    def execute_graphql_request(
+        self,
+        request: HttpRequest,
+        data: dict,
+        query: str | None,
+        variables: dict | None,
+        operation_name: str | None,
+        show_graphiql: bool = False,
+    ) -> ExecutionResult | None:
+        if query:
+            refused = graphql_size_errors(self.schema.graphql_schema, query)
+            if refused:
+                return ExecutionResult(data=None, errors=refused)
+        return super().execute_graphql_request(
+            request, data, query, variables, operation_name, show_graphiql
+        )
+
     def parse_body(self, request: HttpRequest) -> dict:
         if self.get_content_type(request) == "multipart/form-data":
             return operations_with_files(request)

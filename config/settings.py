@@ -118,6 +118,14 @@ CORS_EXPOSE_HEADERS = ["Server-Timing"]
 # The channel admin API is never for other origins.
 CORS_URLS_REGEX = r"^(?!/api/admin/).*$"
 
+# Limits on one GraphQL request (config/graphql_limits.py); introspection off hides the schema
+# from clients (and from GraphiQL).
+GRAPHQL_MAX_DEPTH = env_int("GRAPHQL_MAX_DEPTH", 10, minimum=1)
+GRAPHQL_MAX_FIELDS = env_int("GRAPHQL_MAX_FIELDS", 300, minimum=1)
+GRAPHQL_MAX_ROOT_FIELDS = env_int("GRAPHQL_MAX_ROOT_FIELDS", 10, minimum=1)
+GRAPHQL_MAX_TOKENS = env_int("GRAPHQL_MAX_TOKENS", 5000, minimum=100)
+GRAPHQL_INTROSPECTION = env_bool("GRAPHQL_INTROSPECTION", True)
+
 GRAPHENE = {
     "SCHEMA": "config.schema.schema",
     # `manage.py graphql_schema` rewrites the committed SDL; a test fails when they drift.
