@@ -162,7 +162,7 @@ MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
 # that dropped out costs at most a second of decoding).
 SESSION_FRAME_CACHE_MB = env_int("SESSION_FRAME_CACHE_MB", 64, minimum=1)
 # The annotator page's frames: decoded once per video and kept as JPEG files here.
-FRAME_IMAGE_DIR = Path(env_str("FRAME_IMAGE_DIR", str(VAR_DIR / "frames"))).resolve()
+FRAME_IMAGE_DIR = Path(env_str("FRAME_IMAGE_DIR", "") or VAR_DIR / "frames").resolve()
 FRAME_IMAGE_QUALITY = env_int("FRAME_IMAGE_QUALITY", 90, minimum=1)
 
 # The IPTV channel admin.
