@@ -39,6 +39,11 @@ class PromptError(ValueError):
     """A prompt the engine cannot take: a bad point, label, frame index or object ID."""
 
 
+# Clicks one object may have on one frame: far more than anyone clicks, and a bound on the work a
+# single request can ask of an engine.
+MAX_POINTS = 100
+
+
 class EngineConfigError(ValueError):
     """An unknown engine name or a bad engine option."""
 
@@ -138,11 +143,16 @@ class VideoState(abc.ABC):
         self._check_frame(frame_index)
         self._check_object(object_id)
         prompt = self._prompt(points, labels)
-        frames = self.prompts.setdefault(object_id, {})
+        old = self.prompts.get(object_id, {}).get(frame_index)
+        if not clear_old_points and old is not None:
+            prompt = old.extended(prompt)
+        if len(prompt.points) > MAX_POINTS:
+            raise PromptError(
+                f"at most {MAX_POINTS} points per object and frame, got {len(prompt.points)}"
+            )
+        self.prompts.setdefault(object_id, {})[frame_index] = prompt
         if object_id not in self.object_ids:
             self.object_ids.append(object_id)
-        old = frames.get(frame_index)
-        frames[frame_index] = prompt if clear_old_points or old is None else old.extended(prompt)
         return self._segment(frame_index, object_id)
 
     def clear_points_in_frame(self, *, frame_index: int, object_id: int) -> Masks:

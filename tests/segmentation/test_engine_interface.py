@@ -35,6 +35,10 @@ from segmentation.engines.sam2.engine import Sam2Engine
         ({"frame_index": 1.5}, "frame index must be an integer, got 1.5"),
         ({"object_id": -3}, "object ID must not be negative, got -3"),
         ({"object_id": "1"}, "object ID must be an integer, got '1'"),
+        (
+            {"points": [[0.5, 0.5]] * 101, "labels": [1] * 101},
+            "at most 100 points per object and frame, got 101",
+        ),
     ],
 )
 def test_bad_prompts_are_refused_and_change_nothing(
@@ -48,6 +52,23 @@ def test_bad_prompts_are_refused_and_change_nothing(
     assert str(raised.value) == message
     assert state.prompts == {}
     assert state.object_ids == []
+
+
+def test_points_added_to_old_ones_are_capped_too(state: VideoState) -> None:
+    state.add_points(frame_index=0, object_id=1, points=[[0.5, 0.5]] * 60, labels=[1] * 60)
+    before = state.prompts[1][0]
+
+    with pytest.raises(PromptError) as raised:
+        state.add_points(
+            frame_index=0,
+            object_id=1,
+            points=[[0.2, 0.2]] * 41,
+            labels=[0] * 41,
+            clear_old_points=False,
+        )
+
+    assert str(raised.value) == "at most 100 points per object and frame, got 101"
+    assert state.prompts[1][0] is before
 
 
 def test_other_operations_check_their_input(state: VideoState) -> None:
