@@ -13,3 +13,7 @@ class ChannelNotFound(ChannelsAdminError):
 
 class PlaylistReloadError(ChannelsAdminError):
     """The playlist could not be downloaded, read or parsed; nothing was changed."""
+
+
+class UnsupportedStream(ChannelsAdminError):
+    """The channel's stream is not an http or https URL, the only kinds the hub relays."""

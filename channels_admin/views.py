@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 
 from channels_admin import selectors
 from channels_admin.access import admin_access_check
-from channels_admin.errors import ChannelNotFound, PlaylistReloadError
+from channels_admin.errors import ChannelNotFound, PlaylistReloadError, UnsupportedStream
 from channels_admin.services.playlists import playlist_reload
 from channels_admin.services.stream import channel_switch, stream_hub
 
@@ -93,6 +93,8 @@ async def channel_select_view(request: HttpRequest) -> HttpResponse:
         channel = await channel_switch(channel_id=channel_id)
     except ChannelNotFound:
         return text_response(404, "channel not found")
+    except UnsupportedStream as error:
+        return text_response(400, str(error))
     return json_response({"status": "ok", "channel": channel.name})
 
 

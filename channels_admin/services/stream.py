@@ -15,12 +15,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from channels_admin.errors import ChannelNotFound
+from channels_admin.errors import ChannelNotFound, UnsupportedStream
 from channels_admin.hub import Hub, HubEvent, Upstream
 from channels_admin.models import Channel, Playlist, StreamState
 
 logger = logging.getLogger(__name__)
 
+RELAYED_SCHEMES = ("http", "https")
 # Channel-layer group of the status feeds (WebSocket consumers) of every process.
 STATUS_GROUP = "stream-status"
 
@@ -73,6 +74,13 @@ def channel_select(*, channel_id: str) -> Channel:
     ).first()
     if channel is None:
         raise ChannelNotFound(channel_id)
+    scheme = channel.stream_url.partition("://")[0].lower()
+    if scheme not in RELAYED_SCHEMES:
+        # Playlists keep such entries (nothing is lost), but the hub relays HTTP only: a
+        # file:// or rtmp:// URL is refused here, before anything changes.
+        raise UnsupportedStream(
+            f"channel {channel_id!r} streams over {scheme}://; only http and https are relayed"
+        )
     StreamState.objects.update_or_create(
         pk=StreamState.SINGLETON_PK,
         defaults={

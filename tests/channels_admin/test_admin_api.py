@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import AsyncClient
 
@@ -169,6 +170,30 @@ async def test_select_unknown_channel_is_404(client, channels):
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response.content == b"channel not found"
     assert not await StreamState.objects.aexists()
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme"),
+    [
+        ("file:///etc/passwd", "file"),
+        ("rtmp://example.org/live", "rtmp"),
+        ("udp://239.0.0.1:1234", "udp"),
+    ],
+)
+async def test_only_http_streams_can_be_selected(client, playlist_file, upstream, url, scheme):
+    playlist_file(m3u(("odd.one", "Odd", url), ("fine.one", "Fine", upstream.url("/1.ts"))))
+    await sync_to_async(playlist_reload)()
+
+    response = await client.post(
+        "/api/admin/channel", {"channel_id": "odd.one"}, content_type="application/json"
+    )
+
+    assert response.status_code == 400
+    assert response.content.decode() == (
+        f"channel 'odd.one' streams over {scheme}://; only http and https are relayed"
+    )
+    assert not await StreamState.objects.aexists()
+    assert await Channel.objects.filter(channel_id="odd.one").aexists()  # kept in the playlist
 
 
 async def test_status_before_any_selection(client, channels, hub_closed_after):
