@@ -397,7 +397,8 @@ async function startPropagation() {
       }
     } finally {
       state.propagation = null;
-      if (controller.signal.aborted) outcome = "cancelled";
+      // Cancelled: the server may end the stream itself before the page aborts it.
+      if (controller.cancelled || controller.signal.aborted) outcome = "cancelled";
       ui.progressLabel.textContent = {
         done: `Done: ${done} frames.`,
         cancelled: `Cancelled after ${done} of ${total} frames.`,
@@ -419,6 +420,7 @@ function resetProgress() {
 async function cancelPropagation() {
   const controller = state.propagation;
   if (!controller) return;
+  controller.cancelled = true;
   ui.cancel.disabled = true;
   try {
     await graphql(Q.cancel, { input: { sessionId: state.sessionId } });
