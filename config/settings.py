@@ -155,6 +155,9 @@ MAX_VIDEO_SIDE = env_int("MAX_VIDEO_SIDE", 1280, minimum=64)
 # Uploads: refused while arriving past this size; videos cut to this many seconds.
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 70, minimum=1) * 1024 * 1024
 MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)
+# Uploads whose pictures are larger than this (8K) are refused before any is decoded: a header
+# may claim any size, and each decoded frame costs memory in proportion.
+MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 7680 * 4320, minimum=1)
 TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)

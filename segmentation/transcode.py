@@ -77,6 +77,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def size_check(width: int, height: int, max_pixels: int, label: str) -> None:
+    """:class:`MediaError` if a picture of ``width`` x ``height`` is over ``max_pixels``."""
+    if width * height > max_pixels:
+        raise MediaError(
+            f"{label} is {width}x{height}: pictures of at most {max_pixels:,} pixels are taken"
+        )
+
+
 def transcode(
     source: Path,
     destination: Path,
@@ -86,10 +94,12 @@ def transcode(
     start: float = 0.0,
     duration: float | None = None,
     label: str | None = None,
+    max_pixels: int | None = None,
 ) -> VideoInfo:
     """Re-encode ``source`` as H.264 MP4 at ``fps``, its longest side at most ``max_side``,
     from ``start`` seconds for at most ``duration`` seconds. Frames are picked by timestamp, so
-    the output keeps the source's timing whatever its frame rate. Messages call the source
+    the output keeps the source's timing whatever its frame rate. A source whose pictures are
+    larger than ``max_pixels`` is refused before any is decoded. Messages call the source
     ``label`` (by default its name)."""
     label = label or source.name
     try:
@@ -100,6 +110,8 @@ def transcode(
         if not container.streams.video:
             raise MediaError(f"{label} has no video stream")
         stream = container.streams.video[0]
+        if max_pixels is not None:
+            size_check(stream.codec_context.width, stream.codec_context.height, max_pixels, label)
         stream.thread_type = "AUTO"
         written = _encode(container, stream, destination, fps, max_side, start, duration)
     except av.error.FFmpegError as error:

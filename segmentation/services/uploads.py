@@ -21,7 +21,7 @@ from segmentation.errors import BadUserInput, UnsupportedMedia, VideoNotFound
 from segmentation.models import Annotation, DeletionId, Video
 from segmentation.rle import rle_decode
 from segmentation.services.videos import media_path, video_register
-from segmentation.transcode import MediaError, probe, sha256_of, transcode
+from segmentation.transcode import MediaError, probe, sha256_of, size_check, transcode
 
 UPLOADS_DIR = "uploads"
 SHARED_DIR = "shared"
@@ -52,6 +52,7 @@ def video_upload(
             start=start,
             duration=min(duration, limit),
             label=file.name,
+            max_pixels=settings.MAX_UPLOAD_PIXELS,
         )
         destination = media_path(f"{UPLOADS_DIR}/{sha256_of(partial)}.mp4")
         partial.replace(destination)
@@ -68,7 +69,8 @@ def shared_video_upload(*, file: UploadedFile, deletion_id: DeletionId | None = 
     source = _local_path(file)
     partial = media_path(f"{SHARED_DIR}/.{uuid.uuid4().hex}.partial")
     try:
-        probe(source, label=file.name)
+        info = probe(source, label=file.name)
+        size_check(info.width, info.height, settings.MAX_UPLOAD_PIXELS, file.name)
         destination = media_path(f"{SHARED_DIR}/{sha256_of(source)}.mp4")
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, partial)

@@ -110,6 +110,36 @@ def test_upload_that_is_not_a_video(
     assert not Video.objects.filter(origin="upload").exists()
 
 
+@pytest.mark.parametrize(
+    ("query", "truncated_message"),
+    [
+        (UPLOAD_VIDEO, "cut.mp4 is not a readable video"),
+        (
+            "mutation($file: Upload!) { uploadSharedVideo(file: $file) { path } }",
+            "cut.mp4 is not a readable video (Invalid data found when processing input)",
+        ),
+    ],
+)
+def test_truncated_and_oversized_videos_are_refused(
+    client: Client, media: Path, video_file: Path, settings, query: str, truncated_message: str
+) -> None:
+    before = stored_files(media)
+    whole = video_file.read_bytes()
+
+    truncated = upload(client, query, whole[: len(whole) // 3], "cut.mp4")
+    settings.MAX_UPLOAD_PIXELS = WIDTH * HEIGHT - 1
+    oversized = upload(client, query, whole, "wide.mp4")
+
+    assert truncated["errors"][0]["extensions"] == {"code": "UNSUPPORTED_MEDIA"}
+    assert truncated["errors"][0]["message"] == truncated_message
+    assert oversized["errors"][0]["extensions"] == {"code": "UNSUPPORTED_MEDIA"}
+    assert oversized["errors"][0]["message"] == (
+        f"wide.mp4 is {WIDTH}x{HEIGHT}: pictures of at most {WIDTH * HEIGHT - 1:,} pixels are taken"
+    )
+    assert stored_files(media) == before
+    assert not Video.objects.exists()
+
+
 def test_bad_time_range(client: Client, media: Path, video_file: Path) -> None:
     result = upload(client, UPLOAD_VIDEO, video_file.read_bytes(), "a.mp4", start=-1.0)
 
