@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import http.client
 import itertools
@@ -58,7 +59,7 @@ def server(upstream, tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def upstream_behaves(upstream):
-    upstream.refuse = upstream.stall = upstream.garbage = False
+    upstream.refuse = upstream.stall = upstream.garbage = upstream.close_at_once = False
 
 
 def select(server: str, channel_id: str) -> None:
@@ -252,6 +253,55 @@ def test_upstream_drop_marks_it_down_then_recovers_with_viewers_kept(server, ups
     assert len(upstream.open_connections) == 1
     assert max(c.overlapping for c in upstream.connections) == 0
     viewer.close()
+
+
+def test_an_upstream_that_closes_at_once_is_down_and_retried_one_connection_at_a_time(
+    server, upstream
+):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+    viewer = Viewer(server, want=10**9)
+    wait_until(lambda: len(viewer.data) > 0, what="viewer data")
+    upstream.close_at_once = True
+    upstream.drop_all()
+    wait_until(lambda: status(server)["upstream_down"], what="upstream_down")
+    tries = len(upstream.connections)
+    wait_until(lambda: len(upstream.connections) >= tries + 2, timeout=15, what="two retries")
+
+    assert status(server)["upstream_detail"] == "the upstream ended the stream"
+    upstream.close_at_once = False
+    wait_until(lambda: not status(server)["upstream_down"], timeout=15, what="recovery")
+    stalled_at = len(viewer.data)
+    wait_until(lambda: len(viewer.data) > stalled_at + 100 * PACKET, what="bytes after recovery")
+    assert viewer.ended is False
+    assert max(c.overlapping for c in upstream.connections) == 0
+    assert len(upstream.open_connections) == 1
+    viewer.close()
+
+
+def test_viewers_coming_and_going_fast_leave_the_others_and_the_upstream_alone(server, upstream):
+    select(server, "a")
+    wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+    steady = Viewer(server, want=10**9)
+    wait_until(lambda: len(steady.data) > 0, what="viewer data")
+    connections = len(upstream.connections)
+
+    # 10 rounds of 20 viewers that connect at once, read a little and hang up
+    with concurrent.futures.ThreadPoolExecutor(max_workers=20) as pool:
+        for _ in range(10):
+            churn = list(pool.map(lambda _: Viewer(server, want=PACKET * 10), range(20)))
+            for viewer in churn:
+                viewer.join(timeout=10)
+                viewer.close()
+    wait_until(lambda: status(server)["viewers"] == 1, timeout=5, what="churn freed")
+    received = len(steady.data)
+    wait_until(lambda: len(steady.data) > received + 100 * PACKET, what="steady viewer fed")
+
+    run = sequences(bytes(steady.data))
+    assert run == list(range(run[0], run[0] + len(run)))  # nothing lost by the steady viewer
+    assert len(upstream.connections) == connections
+    assert len(upstream.open_connections) == 1
+    steady.close()
 
 
 def test_stalled_upstream_is_down_after_the_read_timeout(server, upstream):

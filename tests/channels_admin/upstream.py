@@ -52,8 +52,9 @@ def peer_closed(sock: socket.socket) -> bool:
 
 class TsUpstream:
     """Behaviour is switched at run time: ``refuse`` answers 503, ``stall`` stops writing
-    (keeping the connection open), ``garbage`` sends bytes that are not TS, and
-    :meth:`drop_all` closes every open connection."""
+    (keeping the connection open), ``garbage`` sends bytes that are not TS, ``close_at_once``
+    answers 200 and closes without a byte of body, and :meth:`drop_all` closes every open
+    connection."""
 
     def __init__(self, *, bitrate_bps: int = 2_000_000, prefix: bytes = b"") -> None:
         self.bitrate_bps = bitrate_bps
@@ -62,6 +63,7 @@ class TsUpstream:
         self.refuse = False
         self.stall = False
         self.garbage = False
+        self.close_at_once = False
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._drop_generation = 0
@@ -126,6 +128,9 @@ class TsUpstream:
             handler.send_response(200)
             handler.send_header("Content-Type", "video/mp2t")
             handler.end_headers()
+            if self.close_at_once:
+                handler.close_connection = True
+                return
             self._stream(handler, connection)
         except OSError:
             pass
