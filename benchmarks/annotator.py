@@ -114,9 +114,11 @@ def main() -> None:
     parser.add_argument("--clicks", type=int, default=20)
     parser.add_argument("--plays", type=int, default=3)
     args = parser.parse_args()
-    with served() as (base, _):
-        first, kept = frame_fetches(base)
-        click_ms, engine_ms, overlay_ms, rates = in_browser(base, args.clicks, args.plays)
+    with served() as server:
+        first, kept = frame_fetches(server.base_url)
+        click_ms, engine_ms, overlay_ms, rates = in_browser(
+            server.base_url, args.clicks, args.plays
+        )
 
     def ms(values: list[float]) -> str:
         return f"{statistics.median(values) * 1000:.1f} ms"

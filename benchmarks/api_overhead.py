@@ -95,10 +95,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clicks", type=int, default=40)
     args = parser.parse_args()
-    with served() as (base, var_dir):
-        video = var_dir / "media" / "gallery" / "default.mp4"
+    with served() as server:
+        video = server.var_dir / "media" / "gallery" / "default.mp4"
         engine_clicks, engine_fps = engine_side(video, args.clicks)
-        api_clicks, api_fps = server_side(base, "gallery/default.mp4", args.clicks)
+        api_clicks, api_fps = server_side(server.base_url, "gallery/default.mp4", args.clicks)
 
     def ms(values: list[float]) -> float:
         return statistics.median(values) * 1000

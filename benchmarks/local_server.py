@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,9 +26,23 @@ def manage(*args: str, env: dict[str, str]) -> str:
     return done.stdout
 
 
+@dataclass(frozen=True)
+class Served:
+    base_url: str
+    var_dir: Path
+    pid: int
+
+    def rss_mb(self) -> float:
+        """The server process's resident memory now."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS line")
+
+
 @contextlib.contextmanager
-def served(**env_overrides: str) -> Iterator[tuple[str, Path]]:
-    """Yields the server's base URL and its VAR_DIR; stops the server on exit."""
+def served(**env_overrides: str) -> Iterator[Served]:
+    """The running server (its base URL, VAR_DIR and process); stopped on exit."""
     with tempfile.TemporaryDirectory() as work:
         env = {**os.environ, "VAR_DIR": work, "LOG_LEVEL": "INFO", **env_overrides}
         env.pop("DATABASE_URL", None)
@@ -40,7 +55,7 @@ def served(**env_overrides: str) -> Iterator[tuple[str, Path]]:
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         try:
-            yield _base_url(log), Path(work)
+            yield Served(_base_url(log), Path(work), server.pid)
         finally:
             server.terminate()
             server.wait(timeout=10)

@@ -14,6 +14,8 @@ The hub knows nothing about views or the database: bytes come in from the upstre
   capped exponential backoff; viewers stay connected and resume when bytes flow again.
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
   and timestamps differ.
+- With a :class:`~channels_admin.relay.Relay` (several server processes), only the process that
+  owns the upstream reads it, and publishes what it reads; the others follow those chunks.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
+import redis
+
+from channels_admin.relay import Relay
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +152,7 @@ class Hub:
         backoff_max: float = 10.0,
         flush_bytes: int = 64 * 1024,
         flush_seconds: float = 0.1,
+        relay: Relay | None = None,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=read_timeout
@@ -157,14 +163,24 @@ class Hub:
         self._backoff_max = backoff_max
         self._flush_bytes = flush_bytes
         self._flush_seconds = flush_seconds
+        self._relay = relay
         self._subscriptions: set[Subscription] = set()
         self._upstream: Upstream | None = None
+        self._generation = ""
         self._task: asyncio.Task[None] | None = None
         self._switch_lock = asyncio.Lock()
 
     @property
     def upstream(self) -> Upstream | None:
         return self._upstream
+
+    @property
+    def relay(self) -> Relay | None:
+        return self._relay
+
+    @property
+    def generation(self) -> str:
+        return self._generation
 
     @property
     def viewers(self) -> int:
@@ -178,20 +194,24 @@ class Hub:
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
 
-    async def switch(self, upstream: Upstream | None) -> None:
-        """Point the hub at ``upstream`` (None: stop). Returns once the old connection is closed
-        and the new reader started; open subscriptions are ended."""
+    async def switch(self, upstream: Upstream | None, generation: str = "") -> None:
+        """Point the hub at ``upstream`` (None: stop), the switch called ``generation``. Returns
+        once the old connection is closed and the new reader started; open subscriptions are
+        ended."""
         async with self._switch_lock:
             await self._stop_reader()
             for subscription in self._subscriptions:
                 subscription.end()
             self._subscriptions.clear()
             self._upstream = upstream
+            self._generation = generation
             if upstream is not None:
-                self._task = asyncio.create_task(self._read_forever(upstream))
+                self._task = asyncio.create_task(self._read_or_follow(upstream))
 
     async def close(self) -> None:
         await self.switch(None)
+        if self._relay is not None:
+            await self._relay.close()
 
     async def _stop_reader(self) -> None:
         task, self._task = self._task, None
@@ -200,6 +220,48 @@ class Hub:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+    async def _read_or_follow(self, upstream: Upstream) -> None:
+        """Without a relay, read the upstream. With one, read it while this process owns it,
+        and otherwise follow the owner's chunks; try to take over whenever the owner is gone."""
+        relay = self._relay
+        if relay is None:
+            await self._read_forever(upstream)
+            return
+        while True:
+            try:
+                if await relay.own():
+                    await self._read_while_owner(relay, upstream)
+                else:
+                    async for data in relay.follow(self._generation):
+                        self._push(data)
+            except redis.RedisError as error:
+                logger.warning("relay: %s; trying again in %.1fs", error, relay.renew_seconds)
+                await asyncio.sleep(relay.renew_seconds)
+
+    async def _read_while_owner(self, relay: Relay, upstream: Upstream) -> None:
+        reader = asyncio.create_task(self._read_forever(upstream))
+        try:
+            while not reader.done():
+                await asyncio.sleep(relay.renew_seconds)
+                if not await relay.own():
+                    logger.warning("relay: another process owns the upstream now")
+                    return
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    def _push(self, data: bytes) -> None:
+        for subscription in self._subscriptions:
+            subscription.push(data)
+
+    async def _publish(self, data: bytes) -> None:
+        try:
+            await self._relay.publish(self._generation, data)
+        except redis.RedisError as error:
+            # The viewers of this process go on; the renewal decides who owns the upstream.
+            logger.warning("relay: could not publish a chunk: %s", error)
 
     async def _read_forever(self, upstream: Upstream) -> None:
         backoff = self._backoff_initial
@@ -211,8 +273,9 @@ class Hub:
                         flowed = True
                         backoff = self._backoff_initial
                         await self._emit(HubEvent.FLOWING, upstream, "")
-                    for subscription in self._subscriptions:
-                        subscription.push(data)
+                    self._push(data)
+                    if self._relay is not None:
+                        await self._publish(data)
                 reason = "the upstream ended the stream"
             except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors too
                 reason = "the upstream stalled (timeout)"

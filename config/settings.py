@@ -81,7 +81,8 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CHANNEL_LAYERS = channel_layers_config(env_str("REDIS_URL", ""))
+REDIS_URL = env_str("REDIS_URL", "")
+CHANNEL_LAYERS = channel_layers_config(REDIS_URL)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -183,6 +184,10 @@ CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC = env_int(
     "CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC", 5, minimum=1
 )
 CHANNELS_UPSTREAM_READ_TIMEOUT_SEC = env_int("CHANNELS_UPSTREAM_READ_TIMEOUT_SEC", 10, minimum=1)
+# With REDIS_URL, several server processes share one upstream connection (channels_admin/relay.py):
+# the owner's Redis key expires this long after its process dies, and another takes over.
+CHANNELS_RELAY_LOCK_SEC = env_int("CHANNELS_RELAY_LOCK_SEC", 6, minimum=1)
+CHANNELS_RELAY_PREFIX = env_str("CHANNELS_RELAY_PREFIX", "channels-hub")
 CHANNELS_VIEWER_BUFFER_BYTES = env_int("CHANNELS_VIEWER_BUFFER_KB", 1024, minimum=64) * 1024
 
 LOGGING = {

@@ -48,13 +48,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(var_dir: Path, port: int = 0, **env_overrides: str) -> Iterator[str]:
+def running_server(
+    var_dir: Path, port: int = 0, log_name: str = "daphne.log", **env_overrides: str
+) -> Iterator[str]:
     """Migrate, then run the real ASGI server (daphne) on a loopback port (by default a free
-    one), as `make run` does; yields its base URL and stops it on exit."""
+    one), as `make run` does; yields its base URL and stops it on exit. Several servers may
+    share a ``var_dir`` (and so a database) with a log each."""
     env = project_env(var_dir, **env_overrides)
     migrated = manage("migrate", "--noinput", env=env)
     assert migrated.returncode == 0, migrated.stderr
-    log_path = var_dir / "daphne.log"
+    log_path = var_dir / log_name
     with log_path.open("w") as log:
         process = subprocess.Popen(
             [

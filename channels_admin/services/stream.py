@@ -7,6 +7,7 @@ and when the hub reports that bytes flow or that the upstream is down.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from channels.db import database_sync_to_async
@@ -18,6 +19,7 @@ from django.utils import timezone
 from channels_admin.errors import ChannelNotFound, UnsupportedStream
 from channels_admin.hub import Hub, HubEvent, Upstream
 from channels_admin.models import Channel, Playlist, StreamState
+from channels_admin.relay import Relay
 
 logger = logging.getLogger(__name__)
 
@@ -27,47 +29,86 @@ STATUS_GROUP = "stream-status"
 
 _hub: Hub | None = None
 _hub_ready: asyncio.Lock | None = None
+_switch_listener: asyncio.Task[None] | None = None
 
 
 async def stream_hub() -> Hub:
-    """This process's hub; the first call resumes the channel that was live before a restart."""
-    global _hub, _hub_ready
+    """This process's hub; the first call resumes the channel that was live before a restart.
+    With ``REDIS_URL`` it joins the other processes' hubs through the relay."""
+    global _hub, _hub_ready, _switch_listener
     if _hub_ready is None:
         _hub_ready = asyncio.Lock()
     async with _hub_ready:
         if _hub is None:
+            relay = (
+                Relay(
+                    settings.REDIS_URL,
+                    prefix=settings.CHANNELS_RELAY_PREFIX,
+                    lock_seconds=settings.CHANNELS_RELAY_LOCK_SEC,
+                )
+                if settings.REDIS_URL
+                else None
+            )
             hub = Hub(
                 connect_timeout=settings.CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC,
                 read_timeout=settings.CHANNELS_UPSTREAM_READ_TIMEOUT_SEC,
                 viewer_buffer_bytes=settings.CHANNELS_VIEWER_BUFFER_BYTES,
                 on_event=_hub_event_record,
+                relay=relay,
             )
             state = await database_sync_to_async(_state_get)()
             if state.live and state.current_stream_url:
-                await hub.switch(Upstream(state.current_stream_url, state.upstream_headers))
+                await hub.switch(
+                    Upstream(state.current_stream_url, state.upstream_headers), _generation(state)
+                )
+            if relay is not None:
+                _switch_listener = asyncio.create_task(relay.listen(_switch_followed))
             _hub = hub
     return _hub
 
 
 async def stream_hub_shutdown() -> None:
     """Close this process's upstream connection and end its viewers (server shutdown, tests)."""
-    global _hub
+    global _hub, _switch_listener
     hub, _hub = _hub, None
+    listener, _switch_listener = _switch_listener, None
+    if listener is not None:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
     if hub is not None:
         await hub.close()
 
 
 async def channel_switch(*, channel_id: str) -> Channel:
-    """Make ``channel_id`` the active channel and point the hub at its stream."""
-    channel = await database_sync_to_async(channel_select)(channel_id=channel_id)
+    """Make ``channel_id`` the active channel and point the hub (every process's) at it."""
+    channel, state = await database_sync_to_async(channel_select)(channel_id=channel_id)
     hub = await stream_hub()
-    await hub.switch(Upstream(channel.stream_url, channel.upstream_headers))
+    upstream = Upstream(channel.stream_url, channel.upstream_headers)
+    generation = _generation(state)
+    await hub.switch(upstream, generation)
+    if hub.relay is not None:
+        await hub.relay.announce(
+            {"url": upstream.url, "headers": dict(upstream.headers), "generation": generation}
+        )
     await status_broadcast()
     return channel
 
 
+async def _switch_followed(switch: dict) -> None:
+    """A switch announced by any process: this process's hub follows unless it made it."""
+    hub = _hub
+    if hub is not None and hub.generation != switch["generation"]:
+        await hub.switch(Upstream(switch["url"], switch["headers"]), switch["generation"])
+
+
+def _generation(state: StreamState) -> str:
+    """What names a switch in every process: when it was made, as recorded."""
+    return state.switch_started_at.isoformat() if state.switch_started_at else ""
+
+
 @transaction.atomic
-def channel_select(*, channel_id: str) -> Channel:
+def channel_select(*, channel_id: str) -> tuple[Channel, StreamState]:
     """Record ``channel_id`` as the active channel, switching; raise ChannelNotFound."""
     channel = Channel.objects.filter(
         playlist__name=Playlist.DEFAULT_NAME, channel_id=channel_id
@@ -81,7 +122,7 @@ def channel_select(*, channel_id: str) -> Channel:
         raise UnsupportedStream(
             f"channel {channel_id!r} streams over {scheme}://; only http and https are relayed"
         )
-    StreamState.objects.update_or_create(
+    state, _ = StreamState.objects.update_or_create(
         pk=StreamState.SINGLETON_PK,
         defaults={
             "channel_id": channel.channel_id,
@@ -95,7 +136,7 @@ def channel_select(*, channel_id: str) -> Channel:
             "switch_started_at": timezone.now(),
         },
     )
-    return channel
+    return channel, state
 
 
 def _state_get() -> StreamState:

@@ -1,0 +1,128 @@
+"""The hub across several server processes, through Redis: still ONE upstream connection.
+
+With ``REDIS_URL`` set, every process has its hub, but only one, the owner, connects to the
+upstream. Ownership is a Redis key (``<prefix>:owner``) taken with ``SET NX`` and an expiry,
+renewed by its holder at a third of that expiry; when the owner dies, its key runs out and the
+first process to find it free takes over. The owner publishes every chunk it relays on
+``<prefix>:ts``; the other processes' hubs take their chunks from there instead of from an
+upstream, and hand them to their own viewers.
+
+Chunks carry the generation of the switch they belong to (the time the channel was selected),
+so a process never passes bytes of the new stream to viewers of the old one, whichever of the
+switch and the first new bytes reaches it first. Switches themselves reach every process on
+``<prefix>:switch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import redis.asyncio as redis
+
+logger = logging.getLogger(__name__)
+
+# Renew the owner's key this often, as a share of its expiry.
+RENEW_SHARE = 3
+# Keep the key only if it is still ours; both are atomic on the server.
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+class Relay:
+    """One process's side of the relay: ownership, publishing, following, switches."""
+
+    def __init__(self, url: str, *, prefix: str, lock_seconds: float) -> None:
+        self._redis = redis.Redis.from_url(url)
+        self._owner_key = f"{prefix}:owner"
+        self._data_channel = f"{prefix}:ts".encode()
+        self._switch_channel = f"{prefix}:switch"
+        self._lock_ms = int(lock_seconds * 1000)
+        self.identity = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    @property
+    def renew_seconds(self) -> float:
+        return self._lock_ms / 1000 / RENEW_SHARE
+
+    async def own(self) -> bool:
+        """Whether this process owns the upstream now: it held the key (renewed) or took it."""
+        renewed = await self._redis.eval(_RENEW, 1, self._owner_key, self.identity, self._lock_ms)
+        if renewed:
+            return True
+        taken = await self._redis.set(self._owner_key, self.identity, nx=True, px=self._lock_ms)
+        return bool(taken)
+
+    async def release(self) -> None:
+        with contextlib.suppress(redis.RedisError):
+            await self._redis.eval(_RELEASE, 1, self._owner_key, self.identity)
+
+    async def owner(self) -> str | None:
+        value = await self._redis.get(self._owner_key)
+        return value.decode() if value is not None else None
+
+    async def publish(self, generation: str, data: bytes) -> None:
+        await self._redis.publish(self._data_channel, _framed(generation, data))
+
+    async def follow(self, generation: str) -> AsyncIterator[bytes]:
+        """The owner's chunks of ``generation``, as they come; ends (so that the caller can try
+        to take over) when the owner's key is gone."""
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        await pubsub.subscribe(self._data_channel)
+        try:
+            while True:
+                message = await pubsub.get_message(timeout=self.renew_seconds)
+                if message is None:
+                    if await self.owner() is None:
+                        return
+                    continue
+                tag, data = _unframed(message["data"])
+                if tag == generation:
+                    yield data
+        finally:
+            with contextlib.suppress(redis.RedisError):
+                await pubsub.aclose()
+
+    async def announce(self, switch: dict) -> None:
+        """Tell every process (this one too) that the channel switched."""
+        await self._redis.publish(self._switch_channel, json.dumps(switch))
+
+    async def listen(self, on_switch: Callable[[dict], Awaitable[None]]) -> None:
+        """Call ``on_switch`` for every switch announced, until cancelled; reconnects."""
+        while True:
+            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self._switch_channel)
+                async for message in pubsub.listen():
+                    await on_switch(json.loads(message["data"]))
+            except redis.RedisError as error:
+                logger.warning("relay: switch feed lost (%s); reconnecting", error)
+                await asyncio.sleep(1)
+            finally:
+                with contextlib.suppress(redis.RedisError):
+                    await pubsub.aclose()
+
+    async def close(self) -> None:
+        await self.release()
+        await self._redis.aclose()
+
+
+def _framed(generation: str, data: bytes) -> bytes:
+    tag = generation.encode()
+    return len(tag).to_bytes(2, "big") + tag + data
+
+
+def _unframed(message: bytes) -> tuple[str, bytes]:
+    size = int.from_bytes(message[:2], "big")
+    return message[2 : 2 + size].decode(), message[2 + size :]

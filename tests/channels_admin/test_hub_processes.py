@@ -1,0 +1,101 @@
+"""The hub on two server processes through a real Redis: ONE upstream connection between them,
+viewers on both, and a take-over when the owner of the upstream dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+
+import pytest
+import redis
+
+from tests.channels_admin.test_stream_server import (
+    Viewer,
+    playlist_for,
+    select,
+    sequences,
+    status,
+    wait_until,
+)
+from tests.channels_admin.upstream import PACKET, TsUpstream
+from tests.config.test_scale_out import REDIS_URL, needs_redis
+from tests.conftest import free_port, running_server
+
+LOCK_SEC = 1
+
+
+@pytest.fixture
+def upstream():
+    server = TsUpstream(bitrate_bps=2_000_000)
+    yield server
+    server.close()
+
+
+@needs_redis
+def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies(
+    tmp_path, upstream
+):
+    playlist = tmp_path / "channels.m3u"
+    playlist.write_text(playlist_for(upstream), encoding="utf-8")
+    prefix = f"test-hub-{uuid.uuid4().hex[:8]}"
+    env = {
+        "CHANNELS_PLAYLIST_PATH": str(playlist),
+        "REDIS_URL": REDIS_URL,
+        "CHANNELS_RELAY_PREFIX": prefix,
+        "CHANNELS_RELAY_LOCK_SEC": str(LOCK_SEC),
+    }
+    keys = redis.Redis.from_url(REDIS_URL)
+    with (
+        running_server(tmp_path, port=free_port(), log_name="one.log", **env) as one,
+        running_server(tmp_path, port=free_port(), log_name="two.log", **env) as two,
+    ):
+        status(two)  # its hub exists and listens for switches
+        select(one, "a")
+        viewers = {one: Viewer(one, want=10**9), two: Viewer(two, want=10**9)}
+        wait_until(
+            lambda: all(len(v.data) > 300 * PACKET for v in viewers.values()), what="bytes on both"
+        )
+
+        # one upstream connection for both processes, the same packets on both
+        assert len(upstream.connections) == 1
+        assert len(upstream.open_connections) == 1
+        runs = {server: sequences(bytes(v.data)) for server, v in viewers.items()}
+        for run in runs.values():
+            assert run == list(range(run[0], run[0] + len(run)))
+        assert status(one)["channel_name"] == status(two)["channel_name"] == "Channel A"
+
+        # the owner dies; the other process takes the upstream over
+        owner_pid = int(keys.get(f"{prefix}:owner").decode().split(":")[1])
+        survivor = next(s for s in (one, two) if _pid_of(s) != owner_pid)
+        os.kill(owner_pid, signal.SIGKILL)
+        fed = len(viewers[survivor].data)
+        wait_until(
+            lambda: len(viewers[survivor].data) > fed + 300 * PACKET,
+            timeout=LOCK_SEC * 10,
+            what="bytes after the take-over",
+        )
+
+        assert len(upstream.connections) == 2
+        assert len(upstream.open_connections) == 1
+        assert max(c.overlapping for c in upstream.connections) == 0
+        assert viewers[survivor].ended is False
+        assert int(keys.get(f"{prefix}:owner").decode().split(":")[1]) == _pid_of(survivor)
+        viewers[survivor].close()
+    keys.delete(f"{prefix}:owner")
+
+
+def _pid_of(server: str) -> int:
+    """The pid of the server process started for ``server``'s port."""
+    port = server.rsplit(":", 1)[1]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                arguments = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if b"config.server" in arguments and port.encode() in arguments:
+            return int(entry)
+    raise AssertionError(f"no server process listens at {server}")
