@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
+from config.memory import memory_return
 from segmentation.engines.base import Masks, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
@@ -35,6 +36,7 @@ class Session:
     video_path: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel: threading.Event = field(default_factory=threading.Event)
+    ended: bool = False  # closed or expired: its state is being freed
 
 
 class SessionRegistry:
@@ -46,10 +48,12 @@ class SessionRegistry:
         idle_timeout: float,
         max_sessions: int,
         clock: Callable[[], float] = time.monotonic,
+        on_end: Callable[[Session], None] = lambda session: None,
     ) -> None:
         self._idle_timeout = idle_timeout
         self._max_sessions = max_sessions
         self._clock = clock
+        self._on_end = on_end
         self._sessions: dict[str, Session] = {}
         self._guard = threading.Lock()
 
@@ -103,22 +107,47 @@ class SessionRegistry:
             session = self._sessions.pop(session_id, None)
         if session is None:
             return False
-        # A propagation still running on this session stops at its next frame.
-        session.cancel.set()
+        self._end(session)
         return True
 
     def _expire_locked(self) -> None:
         deadline = self._clock() - self._idle_timeout
         for session_id in [s.id for s in self._sessions.values() if s.last_used < deadline]:
-            self._sessions.pop(session_id).cancel.set()
+            self._end(self._sessions.pop(session_id))
+
+    def _end(self, session: Session) -> None:
+        session.ended = True
+        # A propagation still running on this session stops at its next frame.
+        session.cancel.set()
+        self._on_end(session)
 
 
 @cache
 def session_registry() -> SessionRegistry:
     """The process-wide registry, configured from settings on first use."""
     return SessionRegistry(
-        idle_timeout=settings.SESSION_IDLE_TIMEOUT_SEC, max_sessions=settings.MAX_SESSIONS
+        idle_timeout=settings.SESSION_IDLE_TIMEOUT_SEC,
+        max_sessions=settings.MAX_SESSIONS,
+        on_end=_session_free,
     )
+
+
+def _session_free(session: Session) -> None:
+    """Free an ended session's engine state and decoded frames at once, rather than whenever the
+    garbage collector gets to them: once no operation holds the session (a propagation that
+    was running ends at its next frame, in a thread of its own)."""
+
+    def free() -> None:
+        with session.lock:
+            session.state.close()
+            session.state.frames.close()
+        memory_return()  # else the process stays at its peak (benchmarks/sessions_load.py)
+
+    if session.lock.acquire(blocking=False):
+        session.lock.release()
+        free()
+    else:
+        threading.Thread(target=free, name="session-free", daemon=True).start()
 
 
 def session_ping(*, session_id: str) -> bool:
@@ -161,7 +190,7 @@ def session_add_points(
     clear_old_points: bool,
 ) -> FrameMasks:
     session = session_registry().get(session_id)
-    with session.lock, _prompt_errors():
+    with _held(session), _prompt_errors():
         started = time.perf_counter()
         masks = session.state.add_points(
             frame_index=frame_index,
@@ -177,21 +206,21 @@ def session_clear_points_in_frame(
     *, session_id: str, frame_index: int, object_id: int
 ) -> FrameMasks:
     session = session_registry().get(session_id)
-    with session.lock, _prompt_errors():
+    with _held(session), _prompt_errors():
         masks = session.state.clear_points_in_frame(frame_index=frame_index, object_id=object_id)
     return FrameMasks(frame_index, masks)
 
 
 def session_clear_points_in_video(*, session_id: str) -> None:
     session = session_registry().get(session_id)
-    with session.lock:
+    with _held(session):
         session.state.clear_points_in_video()
 
 
 def session_remove_object(*, session_id: str, object_id: int) -> list[FrameMasks]:
     """Forget the object; the masks of the frames where it had points, without it."""
     session = session_registry().get(session_id)
-    with session.lock, _prompt_errors():
+    with _held(session), _prompt_errors():
         state: VideoState = session.state
         frames = sorted(state.prompts.get(object_id, {}))
         state.remove_object(object_id=object_id)
@@ -250,7 +279,7 @@ def session_annotations(*, session_id: str) -> dict[str, object]:
     with a mask (after a propagation, every frame the objects are on), non-empty masks only."""
     session = session_registry().get(session_id)
     frames = []
-    with session.lock:
+    with _held(session):
         state: VideoState = session.state
         for frame_index in range(state.frame_count):
             objects = [
@@ -261,6 +290,16 @@ def session_annotations(*, session_id: str) -> dict[str, object]:
             if objects:
                 frames.append({"frame_index": frame_index, "objects": objects})
     return {"video": session.video_path, "frames": frames}
+
+
+@contextlib.contextmanager
+def _held(session: Session) -> Iterator[None]:
+    """The session's lock, for an operation that got the session before it ended: such an
+    operation then finds it gone, as it would have a moment later."""
+    with session.lock:
+        if session.ended:
+            raise SessionNotFound(f"no session with id {session.id!r}")
+        yield
 
 
 @contextlib.contextmanager

@@ -89,3 +89,17 @@ def test_close_frees_at_once_and_cancels_a_running_propagation(registry):
     assert registry.close(session.id) is False
     assert session.cancel.is_set()
     assert registry.touch(session.id) is False
+
+
+def test_closed_and_expired_sessions_are_handed_over_to_be_freed(clock):
+    ended = []
+    registry = SessionRegistry(idle_timeout=60, max_sessions=2, clock=clock, on_end=ended.append)
+    closed, idle = registry.open(state=1), registry.open(state=2)
+
+    registry.close(closed.id)
+    clock.now += 60.5
+    registry.touch("anything")  # any use sweeps the expired ones
+
+    assert ended == [closed, idle]
+    assert (closed.ended, idle.ended) == (True, True)
+    assert (closed.cancel.is_set(), idle.cancel.is_set()) == (True, True)
