@@ -35,8 +35,8 @@ def run(bitrate: int, args: argparse.Namespace, work: Path, redis_url: str) -> i
     """Measure both servers at ``bitrate``; the upstream's connection count."""
     env = {
         **os.environ,
-        "VAR_DIR": str(work / "var"),
-        "LOG_LEVEL": "WARNING",
+        "VAR_DIR": str(work / f"var-{bitrate}"),  # its own playlist and database
+        "LOG_LEVEL": "INFO",  # daphne says where it listens at INFO
         "REDIS_URL": redis_url,
         "CHANNELS_RELAY_PREFIX": f"bench-relay-{uuid.uuid4().hex[:8]}",
     }
@@ -52,7 +52,7 @@ def run(bitrate: int, args: argparse.Namespace, work: Path, redis_url: str) -> i
     try:
         while not port_file.exists() or not port_file.read_text():
             time.sleep(0.05)
-        playlist = work / "relay.m3u"
+        playlist = work / f"relay-{bitrate}.m3u"
         url = f"http://127.0.0.1:{port_file.read_text()}/live.ts"
         playlist.write_text(f'#EXTM3U\n#EXTINF:-1 tvg-id="bench",Bench\n{url}\n')
         env["CHANNELS_PLAYLIST_PATH"] = str(playlist)
