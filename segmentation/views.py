@@ -13,7 +13,6 @@ propagation stream and mask exports.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import mimetypes
 import re
@@ -21,7 +20,6 @@ import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http import (
     FileResponse,
@@ -120,32 +118,23 @@ def annotate_page(request: HttpRequest) -> HttpResponse:
 
 ERROR_STATUS = {ErrorCode.VIDEO_NOT_FOUND: 404, ErrorCode.SESSION_NOT_FOUND: 404}
 
-# Decoding a frame or drawing a long video's PNGs takes a while: these run in threads of their
-# own, not on the one thread Django's synchronous views share (the GraphQL endpoint's), and close
-# their database connections when old, as Django does around requests.
-in_thread = functools.partial(database_sync_to_async, thread_sensitive=False)
-
 
 @require_safe
-async def frame_image(request: HttpRequest, frame_index: int) -> HttpResponse:
+def frame_image(request: HttpRequest, frame_index: int) -> HttpResponse:
     """``GET /frames/<index>.jpg?video=<path>``: a frame of a library video, exactly as the
     engine sees it, as JPEG."""
     try:
-        image = await in_thread(_frame_jpeg)(request.GET.get("video", ""), frame_index)
+        file = frame_image_get(path=request.GET.get("video", ""), frame_index=frame_index)
     except SegmentationError as error:
         return _error(ERROR_STATUS.get(error.code, 400), error.code, str(error))
-    response = HttpResponse(image, content_type="image/jpeg")
+    response = HttpResponse(file.read_bytes(), content_type="image/jpeg")
     # A path names one video for good (uploads get new paths), so its frames never change.
     response["Cache-Control"] = "public, max-age=86400"
     return response
 
 
-def _frame_jpeg(path: str, frame_index: int) -> bytes:
-    return frame_image_get(path=path, frame_index=frame_index).read_bytes()
-
-
 @csrf_exempt
-async def masks_archive(request: HttpRequest) -> HttpResponse:
+def masks_archive(request: HttpRequest) -> HttpResponse:
     """``POST /annotations/masks.zip`` with annotations in the export format: a ZIP of per-frame
     label PNGs (DAVIS layout), as a download."""
     if request.method != "POST":
@@ -153,11 +142,11 @@ async def masks_archive(request: HttpRequest) -> HttpResponse:
     try:
         # Read as a stream: a long video's annotations outgrow DATA_UPLOAD_MAX_MEMORY_SIZE, and
         # the body cap in front of Django bounds them.
-        data = await in_thread(json.load)(request)
+        data = json.load(request)
     except (ValueError, UnicodeDecodeError):
         return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
     try:
-        name, archive = await in_thread(mask_archive_build)(data=data)
+        name, archive = mask_archive_build(data=data)
     except SegmentationError as error:
         return _error(ERROR_STATUS.get(error.code, 400), error.code, str(error))
     response = HttpResponse(archive, content_type="application/zip")

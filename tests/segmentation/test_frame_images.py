@@ -14,9 +14,7 @@ from segmentation.models import DeletionId, Video
 from segmentation.services.consent import user_data_delete
 from segmentation.services.videos import video_register
 
-# The views work in threads of their own, with their own database connections: rows must be
-# committed for them to see.
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

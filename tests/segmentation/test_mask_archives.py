@@ -19,9 +19,7 @@ from segmentation.rle import rle_encode
 from segmentation.services.videos import video_register
 from tests.segmentation.synthetic import HEIGHT, WIDTH
 
-# The views work in threads of their own, with their own database connections: rows must be
-# committed for them to see.
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
