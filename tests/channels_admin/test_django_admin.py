@@ -34,6 +34,25 @@ def test_reload_now_action_reloads_and_reports(staff_client, playlist_file):
     assert Channel.objects.count() == 2
 
 
+@pytest.mark.parametrize("who", ["anonymous", "not staff"])
+def test_reload_now_needs_a_staff_login(client, playlist_file, who):
+    playlist_file(m3u(("a", "Alpha", "http://tv.example/a.ts")))
+    playlist_reload()
+    playlist_file(m3u(("a", "Alpha", "http://tv.example/a.ts"), ("b", "Beta", "http://b/b.ts")))
+    playlist = Playlist.objects.get()
+    if who == "not staff":
+        client.force_login(User.objects.create_user("viewer", password="pw"))
+
+    response = client.post(
+        "/admin/channels_admin/playlist/",
+        {"action": "reload_now", "_selected_action": [playlist.pk]},
+    )
+
+    assert response.status_code == 302
+    assert response["Location"] == ("/admin/login/?next=/admin/channels_admin/playlist/")
+    assert (Playlist.objects.get().version, Channel.objects.count()) == (1, 1)
+
+
 def test_reload_now_reports_a_failure_and_changes_nothing(staff_client, playlist_file):
     playlist_file(m3u(("a", "Alpha", "http://tv.example/a.ts")))
     playlist_reload()
