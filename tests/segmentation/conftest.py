@@ -6,6 +6,7 @@ import pytest
 
 from segmentation.engines.classic import ClassicEngine
 from segmentation.engines.frames import VideoFileFrames
+from segmentation.services.videos import video_register
 from tests.segmentation.synthetic import Video, make_video, write_mp4
 
 
@@ -44,3 +45,12 @@ def media(settings, media_root: Path) -> Path:
     settings.MEDIA_ROOT = media_root
     settings.DEFAULT_VIDEO_PATH = ""
     return media_root
+
+
+@pytest.fixture
+def library_video(media: Path, video_file: Path) -> str:
+    """The synthetic shapes video, in the library under uploads/; its path."""
+    destination = media / "uploads" / "shapes.mp4"
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_bytes(video_file.read_bytes())
+    return video_register(path=destination, origin="upload").path

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from django.test import Client
@@ -13,7 +11,6 @@ from segmentation.models import DeletionId, TermsAcceptance
 from segmentation.rle import rle_decode
 from segmentation.services.sessions import session_registry
 from segmentation.services.uploads import annotations_check
-from segmentation.services.videos import video_register
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 from tests.segmentation.test_graphql_videos import gql
 
@@ -44,15 +41,6 @@ def fresh_registry():
     session_registry.cache_clear()
     yield
     session_registry.cache_clear()
-
-
-@pytest.fixture
-def library_video(media: Path, video_file: Path) -> str:
-    """The synthetic shapes video, in the library under uploads/."""
-    destination = media / "uploads" / "shapes.mp4"
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    destination.write_bytes(video_file.read_bytes())
-    return video_register(path=destination, origin="upload").path
 
 
 def start(client: Client, path: str) -> str:

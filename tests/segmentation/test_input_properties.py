@@ -5,7 +5,6 @@ error, never anything else, and a refusal changes nothing."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +17,6 @@ from segmentation.errors import BadUserInput, VideoNotFound
 from segmentation.rle import rle_decode, rle_encode
 from segmentation.services.sessions import session_annotations, session_registry
 from segmentation.services.uploads import annotations_check
-from segmentation.services.videos import video_register
 from tests.segmentation.synthetic import HEIGHT, WIDTH
 
 pytestmark = pytest.mark.django_db
@@ -32,14 +30,6 @@ JSON = st.recursive(
     max_leaves=30,
 )
 NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**40), 2**40))
-
-
-@pytest.fixture
-def library_video(media: Path, video_file: Path) -> str:
-    destination = media / "uploads" / "properties.mp4"
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    destination.write_bytes(video_file.read_bytes())
-    return video_register(path=destination, origin="upload").path
 
 
 @settings(max_examples=300, deadline=None)
