@@ -15,7 +15,8 @@ The hub knows nothing about views or the database: bytes come in from the upstre
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
   and timestamps differ.
 - With a :class:`~channels_admin.relay.Relay` (several server processes), only the process that
-  owns the upstream reads it, and publishes what it reads; the others follow those chunks.
+  owns the upstream reads it, and publishes what it reads; the others follow those chunks. Each
+  process reports its viewer count there too, so that :meth:`Hub.viewers_total` counts them all.
 """
 
 from __future__ import annotations
@@ -169,6 +170,8 @@ class Hub:
         self._generation = ""
         self._task: asyncio.Task[None] | None = None
         self._switch_lock = asyncio.Lock()
+        self._viewers_changed = asyncio.Event()
+        self._reporter: asyncio.Task[None] | None = None
 
     @property
     def upstream(self) -> Upstream | None:
@@ -184,15 +187,42 @@ class Hub:
 
     @property
     def viewers(self) -> int:
+        """This process's viewers."""
         return len(self._subscriptions)
+
+    async def viewers_total(self) -> int:
+        """The viewers of every process sharing the relay (this one's alone without it)."""
+        if self._relay is None:
+            return self.viewers
+        try:
+            return await self._relay.viewers_total()
+        except redis.RedisError as error:
+            logger.warning("relay: could not count the viewers: %s", error)
+            return self.viewers
 
     def subscribe(self) -> Subscription:
         subscription = Subscription(self._viewer_buffer_bytes)
         self._subscriptions.add(subscription)
+        self._viewers_changed.set()
+        if self._relay is not None and self._reporter is None:
+            self._reporter = asyncio.create_task(self._report_viewers(self._relay))
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
+        self._viewers_changed.set()
+
+    async def _report_viewers(self, relay: Relay) -> None:
+        """Report the count when it changes (at most one report in flight, so a burst of
+        viewers coming and going costs a few round trips) and within every renewal period."""
+        while True:
+            self._viewers_changed.clear()
+            try:
+                await relay.viewers_report(self.viewers)
+            except redis.RedisError as error:
+                logger.warning("relay: could not report the viewers: %s", error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._viewers_changed.wait(), relay.renew_seconds)
 
     async def switch(self, upstream: Upstream | None, generation: str = "") -> None:
         """Point the hub at ``upstream`` (None: stop), the switch called ``generation``. Returns
@@ -203,6 +233,7 @@ class Hub:
             for subscription in self._subscriptions:
                 subscription.end()
             self._subscriptions.clear()
+            self._viewers_changed.set()
             self._upstream = upstream
             self._generation = generation
             if upstream is not None:
@@ -210,16 +241,14 @@ class Hub:
 
     async def close(self) -> None:
         await self.switch(None)
+        reporter, self._reporter = self._reporter, None
+        await _cancelled(reporter)
         if self._relay is not None:
             await self._relay.close()
 
     async def _stop_reader(self) -> None:
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await _cancelled(task)
 
     async def _read_or_follow(self, upstream: Upstream) -> None:
         """Without a relay, read the upstream. With one, read it while this process owns it,
@@ -248,9 +277,7 @@ class Hub:
                     logger.warning("relay: another process owns the upstream now")
                     return
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            await _cancelled(reader)
 
     def _push(self, data: bytes) -> None:
         for subscription in self._subscriptions:
@@ -342,3 +369,12 @@ class Hub:
             await self._on_event(event, upstream, detail)
         except Exception:
             logger.exception("hub event handler failed for %s", event)
+
+
+async def _cancelled(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` (if any) and wait until it has ended."""
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

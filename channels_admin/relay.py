@@ -11,6 +11,10 @@ Chunks carry the generation of the switch they belong to (the time the channel w
 so a process never passes bytes of the new stream to viewers of the old one, whichever of the
 switch and the first new bytes reaches it first. Switches themselves reach every process on
 ``<prefix>:switch``.
+
+Every process with viewers reports its count under ``<prefix>:viewers:<identity>``, with the
+same expiry as the owner's key and listed in the set ``<prefix>:viewers``, so that any process
+can answer how many viewers watch in all; a dead process's count runs out with its key.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class Relay:
         self._owner_key = f"{prefix}:owner"
         self._data_channel = f"{prefix}:ts".encode()
         self._switch_channel = f"{prefix}:switch"
+        self._viewers_key = f"{prefix}:viewers"
         self._lock_ms = int(lock_seconds * 1000)
         self.identity = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -113,8 +118,38 @@ class Relay:
                 with contextlib.suppress(redis.RedisError):
                     await pubsub.aclose()
 
+    async def viewers_report(self, count: int) -> None:
+        """Record this process's viewer count until the expiry; call again within it."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.set(self._own_viewers_key, count, px=self._lock_ms)
+            pipe.sadd(self._viewers_key, self.identity)
+            await pipe.execute()
+
+    async def viewers_total(self) -> int:
+        """The viewers of every live process, as last reported; forgets the processes whose
+        count ran out. (One that reports meanwhile may be forgotten too: its next report, within
+        the renewal period, lists it again.)"""
+        identities = list(await self._redis.smembers(self._viewers_key))
+        if not identities:
+            return 0
+        counts = await self._redis.mget(
+            [f"{self._viewers_key}:{identity.decode()}" for identity in identities]
+        )
+        reported = dict(zip(identities, counts, strict=True))
+        gone = [identity for identity, count in reported.items() if count is None]
+        if gone:
+            await self._redis.srem(self._viewers_key, *gone)
+        return sum(int(count) for count in counts if count is not None)
+
+    @property
+    def _own_viewers_key(self) -> str:
+        return f"{self._viewers_key}:{self.identity}"
+
     async def close(self) -> None:
         await self.release()
+        with contextlib.suppress(redis.RedisError):
+            await self._redis.delete(self._own_viewers_key)
+            await self._redis.srem(self._viewers_key, self.identity)
         await self._redis.aclose()
 
 

@@ -76,7 +76,7 @@ async def groups_view(request: HttpRequest) -> HttpResponse:
 @endpoint("GET")
 async def status_view(request: HttpRequest) -> HttpResponse:
     status = await sync_to_async(selectors.stream_status)()
-    status["viewers"] = (await stream_hub()).viewers  # of this server process
+    status["viewers"] = await (await stream_hub()).viewers_total()  # of every server process
     return json_response(status)
 
 

@@ -11,24 +11,31 @@ After the answer the server goes on reading, and discarding, what the client sti
 to :data:`LINGER_SEC`: a client that writes its whole body before it reads (browsers, most HTTP
 libraries) would otherwise meet a reset connection and lose the answer.
 
+When the server is asked to stop (SIGTERM, SIGINT), the channel hub is closed before the event
+loop ends: its upstream connection is hung up and, with several processes, its relay keys are
+given back, so another process takes the upstream over at once rather than when the key expires.
+
 Run it as daphne, with daphne's options: ``python -m config.server -b HOST -p PORT
 config.asgi:application``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 from typing import Any
 
 import daphne.server
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
-from twisted.internet import reactor
+from twisted.internet import defer, reactor
 from twisted.web import http
 
 from config.body_limit import body_cap, body_refusal
 
 LINGER_SEC = 30
+# The longest the hub may take to close at shutdown (an unreachable Redis, say).
+SHUTDOWN_HUB_SEC = 5
 
 
 class CappedRequest(WebRequest):
@@ -119,7 +126,15 @@ class CappedHTTPFactory(HTTPFactory):
         return protocol
 
 
+def _hub_closed() -> defer.Deferred:
+    from channels_admin.services.stream import stream_hub_shutdown
+
+    closing = asyncio.wait_for(stream_hub_shutdown(), SHUTDOWN_HUB_SEC)
+    return defer.Deferred.fromFuture(asyncio.ensure_future(closing))
+
+
 def main() -> None:
+    reactor.addSystemEventTrigger("before", "shutdown", _hub_closed)
     # daphne builds its HTTP factory from this module-level name, and has no other way to be
     # given a request class.
     daphne.server.HTTPFactory = CappedHTTPFactory

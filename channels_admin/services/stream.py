@@ -173,7 +173,7 @@ async def status_broadcast() -> None:
 async def viewer_status() -> dict:
     """What the public viewer page may know: no stream URL (it may carry credentials)."""
     status = await database_sync_to_async(_viewer_status)()
-    status["viewers"] = (await stream_hub()).viewers
+    status["viewers"] = await (await stream_hub()).viewers_total()
     return status
 
 

@@ -1,5 +1,5 @@
 """The hub on two server processes through a real Redis: ONE upstream connection between them,
-viewers on both, and a take-over when the owner of the upstream dies."""
+viewers on both, counted together, and a take-over when the owner of the upstream dies."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
         status(two)  # its hub exists and listens for switches
         select(one, "a")
         viewers = {one: Viewer(one, want=10**9), two: Viewer(two, want=10**9)}
+        second_on_two = Viewer(two, want=10**9)
         wait_until(
             lambda: all(len(v.data) > 300 * PACKET for v in viewers.values()), what="bytes on both"
         )
@@ -64,6 +65,7 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
         for run in runs.values():
             assert run == list(range(run[0], run[0] + len(run)))
         assert status(one)["channel_name"] == status(two)["channel_name"] == "Channel A"
+        assert status(one)["viewers"] == status(two)["viewers"] == 3
 
         # the owner dies; the other process takes the upstream over
         owner_pid = int(keys.get(f"{prefix}:owner").decode().split(":")[1])
@@ -81,8 +83,18 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
         assert max(c.overlapping for c in upstream.connections) == 0
         assert viewers[survivor].ended is False
         assert int(keys.get(f"{prefix}:owner").decode().split(":")[1]) == _pid_of(survivor)
+        # the dead process's viewers are no longer counted once its report runs out
+        survivors_viewers = 1 if survivor == one else 2
+        wait_until(
+            lambda: status(survivor)["viewers"] == survivors_viewers,
+            timeout=LOCK_SEC * 5,
+            what="the dead process's viewers forgotten",
+        )
         viewers[survivor].close()
-    keys.delete(f"{prefix}:owner")
+        second_on_two.close()
+    # the survivor stopped cleanly and took its count away; the dead one's was forgotten
+    assert keys.smembers(f"{prefix}:viewers") == set()
+    assert keys.keys(f"{prefix}:*") == []
 
 
 def _pid_of(server: str) -> int:
