@@ -8,7 +8,7 @@ LISTEN_PORT ?= 7263
 export LISTEN_ADDR LISTEN_PORT
 URL := http://$(LISTEN_ADDR):$(LISTEN_PORT)
 
-.PHONY: run test lint format prepare schema
+.PHONY: run test test-postgres lint format prepare schema
 
 run: prepare
 	@echo
@@ -24,6 +24,18 @@ run: prepare
 
 test: $(VENV)/.dev-installed vendor/.fetched lint
 	$(BIN)/python -m pytest
+	@$(MAKE) --no-print-directory test-postgres
+
+# The tests that use the test process's own database, again on PostgreSQL when one is reachable
+# (the others start servers that keep their own SQLite, or use no database).
+TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
+test-postgres: $(VENV)/.dev-installed vendor/.fetched
+	@if $(BIN)/python scripts/reachable.py '$(TEST_POSTGRES_URL)'; then \
+		echo "DATABASE_URL=$(TEST_POSTGRES_URL) pytest -m database"; \
+		DATABASE_URL='$(TEST_POSTGRES_URL)' $(BIN)/python -m pytest -m database -q; \
+	else \
+		echo "test-postgres skipped: PostgreSQL is not reachable at $(TEST_POSTGRES_URL)"; \
+	fi
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

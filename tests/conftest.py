@@ -153,3 +153,16 @@ def page(browser, request):
     page.shot = shot
     yield page
     context.close()
+
+
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that use this process's database ``database``: `make test` runs them a
+    second time on PostgreSQL. (Servers started by the tests keep their own SQLite.)"""
+    for item in items:
+        if item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(
+            getattr(item, "fixturenames", ())
+        ):
+            item.add_marker(pytest.mark.database)

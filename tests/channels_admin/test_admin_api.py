@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
+from django.db import connections
 from django.test import AsyncClient
 
 from channels_admin.models import Channel, Playlist, StreamState
@@ -35,6 +36,15 @@ ENDPOINTS = {
     "/api/admin/channel": "POST",
     "/api/admin/playlist/reload": "POST",
 }
+
+
+@pytest.fixture(autouse=True)
+async def connections_closed_after():
+    """Close the database connection the requests' sync code opened in asgiref's thread: the
+    test client, unlike a server, leaves it open after the request, and PostgreSQL will not
+    drop the test database while a connection is open."""
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 @pytest.fixture

@@ -1,17 +1,24 @@
-"""The layout of docs/deploy.md, for real: nginx in front of a web process and a segmentation
-process that share a database. Every segmentation operation reaches the process that holds the
-session; the channel pages, API and /ts reach the web process."""
+"""The layout of docs/deploy.md, for real: nginx in front of two web processes and a
+segmentation process that share a database and Redis. Every segmentation operation reaches the
+process that holds the session; the channel pages, API and /ts reach the web processes, in turn,
+and the upstream sees ONE connection between them."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+import redis
 import requests
 
+from tests.channels_admin.test_stream_server import Viewer, playlist_for, wait_until
+from tests.channels_admin.upstream import PACKET, TsUpstream
+from tests.config.test_scale_out import REDIS_URL, needs_redis
 from tests.conftest import free_port, running_server
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -35,7 +42,7 @@ http {{
     fastcgi_temp_path {work}/fastcgi;
     uwsgi_temp_path {work}/uwsgi;
     scgi_temp_path {work}/scgi;
-    upstream web {{ server 127.0.0.1:{web}; }}
+    upstream web {{ server 127.0.0.1:{web}; server 127.0.0.1:{web_2}; }}
     upstream segmentation {{ server 127.0.0.1:{segmentation}; }}
     server {{
         listen 127.0.0.1:{port};
@@ -66,62 +73,87 @@ def gql(server: str, query: str, **variables: object) -> dict:
     return requests.post(f"{server}/graphql", json=payload, timeout=30).json()
 
 
+@needs_redis
 def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, tmp_path):
-    web_port, segmentation_port, port = free_port(), free_port(), free_port()
-    env = {"SERVER_URL": f"http://127.0.0.1:{web_port}"}  # the demo channels come from web
+    upstream = TsUpstream(bitrate_bps=2_000_000)
+    playlist = tmp_path / "channels.m3u"
+    playlist.write_text(playlist_for(upstream), encoding="utf-8")
+    env = {
+        "CHANNELS_PLAYLIST_PATH": str(playlist),
+        "REDIS_URL": REDIS_URL,
+        "CHANNELS_RELAY_PREFIX": f"test-layout-{uuid.uuid4().hex[:8]}",
+    }
+    ports = {name: free_port() for name in ("web", "web_2", "segmentation", "port")}
     work = tmp_path / "nginx"
     work.mkdir()
     config = work / "nginx.conf"
-    config.write_text(
-        CONFIG.format(work=work, web=web_port, segmentation=segmentation_port, port=port)
-    )
-    with (
-        running_server(tmp_path, port=web_port, log_name="web.log", **env) as web,
-        running_server(tmp_path, port=segmentation_port, log_name="seg.log", **env) as segmentation,
-    ):
+    config.write_text(CONFIG.format(work=work, **ports))
+    with contextlib.ExitStack() as stack:
+        stack.callback(upstream.close)
+        web, web_2, segmentation = (
+            stack.enter_context(
+                running_server(tmp_path, port=ports[name], log_name=f"{name}.log", **env)
+            )
+            for name in ("web", "web_2", "segmentation")
+        )
         proxy = subprocess.Popen([nginx_binary, "-c", str(config), "-p", str(work)])
-        try:
-            front = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    requests.get(f"{front}/healthz", timeout=1)
-                    break
-                except requests.ConnectionError:
-                    assert time.monotonic() < deadline, (work / "error.log").read_text()
-                    time.sleep(0.1)
+        stack.callback(proxy.wait, timeout=10)
+        stack.callback(proxy.terminate)
+        front = f"http://127.0.0.1:{ports['port']}"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                requests.get(f"{front}/healthz", timeout=1)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, (work / "error.log").read_text()
+                time.sleep(0.1)
 
-            # segmentation, through the front
-            path = gql(front, "{ defaultVideo { path } }")["data"]["defaultVideo"]["path"]
-            session_id = gql(front, START, p=path)["data"]["startSession"]["sessionId"]
-            clicked = gql(front, ADD, s=session_id)
-            with requests.post(
-                f"{front}/propagate_in_video",
-                json={"session_id": session_id},
-                stream=True,
-                timeout=60,
-            ) as stream:
-                parts = b"".join(stream.iter_content(chunk_size=None)).count(b"--frame\r\n")
+        # segmentation, through the front
+        path = gql(front, "{ defaultVideo { path } }")["data"]["defaultVideo"]["path"]
+        session_id = gql(front, START, p=path)["data"]["startSession"]["sessionId"]
+        clicked = gql(front, ADD, s=session_id)
+        with requests.post(
+            f"{front}/propagate_in_video",
+            json={"session_id": session_id},
+            stream=True,
+            timeout=60,
+        ) as stream:
+            parts = b"".join(stream.iter_content(chunk_size=None)).count(b"--frame\r\n")
 
-            # channels, through the front
-            selected = requests.post(
-                f"{front}/api/admin/channel", json={"channel_id": "demo.1"}, timeout=10
-            )
-            with requests.get(f"{front}/ts", stream=True, timeout=30) as ts:
-                first = next(ts.iter_content(chunk_size=188 * 100))
+        # channels, through the front: the web processes take the requests in turn
+        selected = requests.post(f"{front}/api/admin/channel", json={"channel_id": "a"}, timeout=10)
+        viewers = [Viewer(front, want=10**9) for _ in range(4)]
+        stack.callback(lambda: [viewer.close() for viewer in viewers])
+        wait_until(
+            lambda: all(len(viewer.data) > 100 * PACKET for viewer in viewers),
+            what="bytes for every viewer",
+        )
+        per_process = _viewers_per_process(env["CHANNELS_RELAY_PREFIX"])
+        statuses = [
+            requests.get(f"{server}/api/admin/status", timeout=10).json()
+            for server in (front, front, web, web_2, segmentation)
+        ]
 
-            assert clicked == {"data": {"addPoints": {"frameIndex": 0}}}
-            assert parts == 144
-            assert selected.status_code == 200
-            assert first[0] == 0x47
-            # the session lives in the segmentation process only: the routing is what finds it
-            assert gql(segmentation, PING, s=session_id) == {"data": {"ping": {"success": True}}}
-            assert gql(web, PING, s=session_id) == {"data": {"ping": {"success": False}}}
-            # and the status is shared through the database
-            assert (
-                requests.get(f"{segmentation}/api/admin/status", timeout=10).json()["channel_name"]
-                == "Test pattern 1"
-            )
-        finally:
-            proxy.terminate()
-            proxy.wait(timeout=10)
+        assert clicked == {"data": {"addPoints": {"frameIndex": 0}}}
+        assert parts == 144
+        assert selected.status_code == 200
+        assert all(viewer.data[0] == 0x47 for viewer in viewers)
+        # both web processes serve viewers; the upstream saw one connection
+        assert sorted(per_process.values()) == [2, 2]
+        assert len(upstream.connections) == 1
+        # the session lives in the segmentation process only: the routing is what finds it
+        assert gql(segmentation, PING, s=session_id) == {"data": {"ping": {"success": True}}}
+        assert gql(web, PING, s=session_id) == {"data": {"ping": {"success": False}}}
+        # every process gives the same status: the channel from the database, the viewers
+        # from Redis
+        assert {(status["channel_name"], status["viewers"]) for status in statuses} == {
+            ("Channel A", 4)
+        }
+
+
+def _viewers_per_process(prefix: str) -> dict[str, int]:
+    """The viewer counts the processes reported to Redis, by process."""
+    keys = redis.Redis.from_url(REDIS_URL)
+    identities = [identity.decode() for identity in keys.smembers(f"{prefix}:viewers")]
+    return {identity: int(keys.get(f"{prefix}:viewers:{identity}")) for identity in identities}

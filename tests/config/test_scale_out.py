@@ -6,7 +6,6 @@ These tests use the real services when they are reachable on loopback and skip o
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -16,19 +15,11 @@ import pytest
 import requests
 
 from config import __version__
+from scripts.reachable import reachable
 from tests.conftest import ROOT, project_env, running_server
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-def reachable(url: str) -> bool:
-    parts = urlsplit(url)
-    try:
-        with socket.create_connection((parts.hostname, parts.port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 needs_postgres = pytest.mark.skipif(
