@@ -3,14 +3,20 @@
 With ``REDIS_URL`` set, every process has its hub, but only one, the owner, connects to the
 upstream. Ownership is a Redis key (``<prefix>:owner``) taken with ``SET NX`` and an expiry,
 renewed by its holder at a third of that expiry; when the owner dies, its key runs out and the
-first process to find it free takes over. The owner publishes every chunk it relays on
-``<prefix>:ts``; the other processes' hubs take their chunks from there instead of from an
-upstream, and hand them to their own viewers.
+first process to find it free takes over. The owner appends every chunk it relays to the Redis
+stream ``<prefix>:ts``; the other processes' hubs read their chunks from there instead of from
+an upstream, and hand them to their own viewers.
+
+A stream, not pub/sub (``benchmarks/relay_transports.py`` measured both, and Channels groups):
+a follower reads many chunks per round trip, at about half the CPU, and one that falls behind
+catches up from the stream's backlog (capped at :data:`BACKLOG_CHUNKS`, the oldest going first,
+as in a viewer's buffer) where Redis would disconnect a pub/sub subscriber whose output buffer
+overflowed. The stream expires with the owner's key when nobody appends to it.
 
 Chunks carry the generation of the switch they belong to (the time the channel was selected),
 so a process never passes bytes of the new stream to viewers of the old one, whichever of the
-switch and the first new bytes reaches it first. Switches themselves reach every process on
-``<prefix>:switch``.
+switch and the first new bytes reaches it first. Switches themselves reach every process on the
+pub/sub channel ``<prefix>:switch``.
 
 Every process with viewers reports its count under ``<prefix>:viewers:<identity>``, with the
 same expiry as the owner's key and listed in the set ``<prefix>:viewers``, so that any process
@@ -34,6 +40,13 @@ logger = logging.getLogger(__name__)
 
 # Renew the owner's key this often, as a share of its expiry.
 RENEW_SHARE = 3
+# The stream keeps this many chunks (of up to 64 KiB: 8 MiB at most) for followers that
+# fall behind; a follower starting on a switch first takes up to CATCH_UP_CHUNKS of them, those of
+# its switch, so that it misses none of the new stream's start.
+BACKLOG_CHUNKS = 128
+CATCH_UP_CHUNKS = 16
+# Chunks a follower takes per read, at most.
+READ_CHUNKS = 64
 # Keep the key only if it is still ours; both are atomic on the server.
 _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
@@ -51,11 +64,14 @@ class Relay:
     def __init__(self, url: str, *, prefix: str, lock_seconds: float) -> None:
         self._redis = redis.Redis.from_url(url)
         self._owner_key = f"{prefix}:owner"
-        self._data_channel = f"{prefix}:ts".encode()
+        self._stream = f"{prefix}:ts"
         self._switch_channel = f"{prefix}:switch"
         self._viewers_key = f"{prefix}:viewers"
         self._lock_ms = int(lock_seconds * 1000)
         self.identity = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # The generation and stream entry ID this process last published or followed: where a
+        # follower resumes, with nothing repeated, after an error or a lost ownership.
+        self._position: tuple[str, bytes] | None = None
 
     @property
     def renew_seconds(self) -> float:
@@ -78,26 +94,47 @@ class Relay:
         return value.decode() if value is not None else None
 
     async def publish(self, generation: str, data: bytes) -> None:
-        await self._redis.publish(self._data_channel, _framed(generation, data))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.xadd(
+                self._stream,
+                {b"g": generation, b"d": data},
+                maxlen=BACKLOG_CHUNKS,
+                approximate=False,  # one entry out per entry in, at this rate cheap
+            )
+            pipe.pexpire(self._stream, self._lock_ms)
+            entry_id, _ = await pipe.execute()
+        self._position = (generation, entry_id)
 
     async def follow(self, generation: str) -> AsyncIterator[bytes]:
         """The owner's chunks of ``generation``, as they come; ends (so that the caller can try
         to take over) when the owner's key is gone."""
-        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await pubsub.subscribe(self._data_channel)
-        try:
-            while True:
-                message = await pubsub.get_message(timeout=self.renew_seconds)
-                if message is None:
-                    if await self.owner() is None:
-                        return
-                    continue
-                tag, data = _unframed(message["data"])
-                if tag == generation:
-                    yield data
-        finally:
-            with contextlib.suppress(redis.RedisError):
-                await pubsub.aclose()
+        if self._position is not None and self._position[0] == generation:
+            last = self._position[1]
+        else:
+            last = await self._catch_up_start(generation)
+        block_ms = self._lock_ms // RENEW_SHARE
+        while True:
+            read = await self._redis.xread({self._stream: last}, count=READ_CHUNKS, block=block_ms)
+            if not read:
+                if await self.owner() is None:
+                    return
+                continue
+            for entry_id, fields in read[0][1]:
+                last = entry_id
+                self._position = (generation, entry_id)
+                if fields[b"g"].decode() == generation:
+                    yield fields[b"d"]
+
+    async def _catch_up_start(self, generation: str) -> bytes:
+        """Where to start reading: before the latest entries of ``generation`` already in the
+        stream (up to CATCH_UP_CHUNKS), else after the latest entry."""
+        latest = await self._redis.xrevrange(self._stream, count=CATCH_UP_CHUNKS)
+        start = latest[0][0] if latest else b"0-0"
+        for entry_id, fields in latest:
+            if fields[b"g"].decode() != generation:
+                break
+            start = _preceding(entry_id)
+        return start
 
     async def announce(self, switch: dict) -> None:
         """Tell every process (this one too) that the channel switched."""
@@ -153,11 +190,9 @@ class Relay:
         await self._redis.aclose()
 
 
-def _framed(generation: str, data: bytes) -> bytes:
-    tag = generation.encode()
-    return len(tag).to_bytes(2, "big") + tag + data
-
-
-def _unframed(message: bytes) -> tuple[str, bytes]:
-    size = int.from_bytes(message[:2], "big")
-    return message[2 : 2 + size].decode(), message[2 + size :]
+def _preceding(entry_id: bytes) -> bytes:
+    """The stream entry ID just before ``entry_id`` (XREAD returns entries after an ID)."""
+    milliseconds, sequence = map(int, entry_id.split(b"-"))
+    if sequence:
+        return b"%d-%d" % (milliseconds, sequence - 1)
+    return b"%d-%d" % (milliseconds - 1, 2**64 - 1)
