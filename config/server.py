@@ -13,7 +13,8 @@ libraries) would otherwise meet a reset connection and lose the answer.
 
 When the server is asked to stop (SIGTERM, SIGINT), the channel hub is closed before the event
 loop ends: its upstream connection is hung up and, with several processes, its relay keys are
-given back, so another process takes the upstream over at once rather than when the key expires.
+given back, so another process takes the upstream over within a third of the key's expiry (its
+next look at the key) rather than when the key runs out.
 
 Run it as daphne, with daphne's options: ``python -m config.server -b HOST -p PORT
 config.asgi:application``.
