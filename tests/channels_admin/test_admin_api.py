@@ -245,11 +245,45 @@ async def test_failed_reload_is_500_with_the_detail(client, channels, playlist_f
 # Access
 
 
-async def test_remote_requests_need_credentials(remote, channels):
-    response = await remote.get("/api/admin/channels")
+ADMIN_ENDPOINTS = {path: method for path, method in ENDPOINTS.items() if "/admin/" in path}
 
-    assert response.status_code == 401
-    assert response.content == b"authentication required"
+
+async def admin_request(client, path: str, **headers: str):
+    """``path`` with its method; the writes with a body that would otherwise be taken."""
+    if ENDPOINTS[path] == "GET":
+        return await client.get(path, headers=headers)
+    body = {"channel_id": "sport.one"} if path == "/api/admin/channel" else {}
+    return await client.post(path, body, content_type="application/json", headers=headers)
+
+
+async def nothing_changed() -> bool:
+    """No channel selected and the playlist as loaded, though its file now lists another."""
+    state = await StreamState.objects.filter(pk=StreamState.SINGLETON_PK).afirst()
+    names = [name async for name in Channel.objects.values_list("name", flat=True)]
+    return (state is None or not state.live) and len(names) == 4
+
+
+@pytest.mark.parametrize("path", ADMIN_ENDPOINTS)
+async def test_remote_requests_need_credentials(remote, channels, playlist_file, path):
+    playlist_file(m3u(("only", "Only", "http://127.0.0.1:9/only.ts")))
+
+    response = await admin_request(remote, path)
+
+    assert (response.status_code, response.content) == (401, b"authentication required")
+    assert await nothing_changed()
+
+
+@pytest.mark.parametrize("path", ADMIN_ENDPOINTS)
+async def test_a_wrong_token_is_refused_from_anywhere(
+    client, channels, playlist_file, path, settings
+):
+    settings.CHANNELS_ADMIN_TOKEN = "s3cret"
+    playlist_file(m3u(("only", "Only", "http://127.0.0.1:9/only.ts")))
+
+    response = await admin_request(client, path, Authorization="Bearer nope")
+
+    assert (response.status_code, response.content) == (401, b"invalid admin token")
+    assert await nothing_changed()
 
 
 async def test_loopback_is_refused_once_a_token_is_set(client, channels, settings):
