@@ -174,14 +174,26 @@ def test_evaluate_vos_refuses_a_folder_without_sequences(tmp_path: Path) -> None
     )
 
 
+# A ratchet (issue 16): floors a little under what the committed engine reaches on the 19
+# sequences of ../shared/data/vos, so that a regression fails here; raise them with each
+# improvement. Measured with `manage.py evaluate_vos ../shared/data/vos --clicks 3` (classic,
+# about 90 s on 2 cores): mean 3-click J&F 0.407, worst 0.098 (swing). The targets are 0.75
+# and 0.40.
+DAVIS_MEAN_JF_FLOOR = 0.38
+DAVIS_WORST_JF_FLOOR = 0.07
+
+
 @pytest.mark.skipif(not SHARED_VOS.is_dir(), reason="../shared/data/vos (DAVIS) is not present")
 def test_quality_on_davis(tmp_path: Path) -> None:
-    """The target of the weight-free engine: mean J&F >= 0.80 with 3 clicks on real video."""
+    """The default engine on real video, 3 clicks: neither the mean J&F nor the worst
+    sequence's falls below the floors above."""
     out = tmp_path / "davis.json"
 
     result = manage(
         "evaluate_vos",
         str(SHARED_VOS),
+        "--clicks",
+        "3",
         "--json",
         str(out),
         env=project_env(tmp_path / "var"),
@@ -189,5 +201,7 @@ def test_quality_on_davis(tmp_path: Path) -> None:
     )
 
     assert result.returncode == 0, result.stderr
-    mean = json.loads(out.read_text())["clicks"]["3"]["mean"]
-    assert mean["JF"] >= 0.80, mean
+    figures = json.loads(out.read_text())["clicks"]["3"]
+    per_sequence = {name: score["JF"] for name, score in figures["sequences"].items()}
+    assert figures["mean"]["JF"] >= DAVIS_MEAN_JF_FLOOR, per_sequence
+    assert min(per_sequence.values()) >= DAVIS_WORST_JF_FLOOR, per_sequence
