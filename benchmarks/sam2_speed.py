@@ -1,61 +1,261 @@
-"""Propagation speed and memory of the ``sam2`` engine.
+"""Propagation speed and memory of the ``sam2`` engine, and of the official predictor beside it.
 
-    .venv/bin/python benchmarks/sam2_speed.py --size tiny --frames 32 [--checkpoint FILE]
-        [--device auto] [--objects 1] [--compile] [--width 1280 --height 720]
+    .venv/bin/python benchmarks/sam2_speed.py --size tiny [--objects 1] [--seconds 10]
+        [--fps 24] [--width 1280 --height 720] [--compile [--compile-mode M]] [--device auto]
+        [--impl ours|official] [--checkpoint FILE] [--sample-every N] [--json OUT.json]
 
-Without ``--checkpoint`` the model of ``--size`` gets random weights: speed and memory do not
-depend on the weights' values. Frames are drawn in memory (moving discs on a gradient) and served
-through a frame source like a decoded video. Prints the click time, propagation frames/s (median
-per-frame time, the first three frames left out as warm-up), the process's peak RSS and, on
-CUDA, the peak device memory, and what the memory bank holds per frame and object (what grows
-with the video's length).
+Without ``--checkpoint`` the model of ``--size`` gets random weights (seeded, so every process
+builds the same ones; the object-score head leans towards "object present", as real weights do
+on a clicked object): speed and memory do not depend on the weights' values. Frames are drawn in
+memory (discs moving over a gradient) and served through a frame source like a decoded video.
+
+One run, after a warm-up (a click and 16 frames of propagation, then everything cleared):
+
+- first click: the median over 5 frames never seen before of one positive click, the frame's
+  image encoding included, until the mask is in host memory;
+- propagation: one object per disc clicked on frame 0, then the whole video tracked from
+  frame 0; frames/s over the whole pass (what a user waits for) and from the median frame time;
+- peak device memory over the session (CUDA) and the process's peak RSS.
+
+``--impl official`` runs SAM 2's own video predictor (``sam2==1.1.0``, importable as ``sam2``:
+it is not a dependency of this project) on the same frames, weights and clicks: its frames are
+the same normalized 1024x1024 tensors, put on the device as its ``init_state`` does, and
+``--compile`` builds it with ``vos_optimized=True`` (every part compiled, as its published
+speeds were measured). It is timed twice: as its own benchmark does (masks left on the device)
+and with each frame's masks brought to host memory, as this engine always delivers them.
+
+``--sample-every N`` records device and host memory every N tracked frames (the long-video
+check: device memory must stay flat as the tracking front moves).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from segmentation.engines.frames import FrameSource
 from segmentation.engines.sam2.checkpoint import checkpoint_save
 from segmentation.engines.sam2.config import size_config
-from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options
+from segmentation.engines.sam2.engine import (
+    IMAGE_MEAN,
+    IMAGE_STD,
+    Sam2Engine,
+    Sam2Options,
+    device_choose,
+)
 from segmentation.engines.sam2.model import Sam2Model
+
+OFFICIAL_CONFIGS = {
+    "tiny": "configs/sam2.1/sam2.1_hiera_t.yaml",
+    "small": "configs/sam2.1/sam2.1_hiera_s.yaml",
+    "base_plus": "configs/sam2.1/sam2.1_hiera_b+.yaml",
+    "large": "configs/sam2.1/sam2.1_hiera_l.yaml",
+}
+COLOURS = [(220, 40, 40), (40, 200, 60), (50, 80, 230)]
+WARM_UP_FRAMES = 16
+CLICK_SAMPLES = 5
 
 
 class DrawnFrames(FrameSource):
-    """Discs moving over a gradient, drawn on demand."""
+    """Discs moving over a gradient, drawn on demand (cheaply: a stamp per disc)."""
 
-    def __init__(self, count: int, width: int, height: int) -> None:
+    def __init__(self, count: int, width: int, height: int, fps: float) -> None:
         super().__init__()
-        self.count, self.width, self.height, self.fps = count, width, height, 24.0
+        self.count, self.width, self.height, self.fps = count, width, height, fps
         ys, xs = np.mgrid[:height, :width]
-        self._ys, self._xs = ys, xs
         self._background = np.stack(
             [60 + 80 * xs / width, 90 + 60 * ys / height, np.full(xs.shape, 110.0)], axis=-1
         ).astype(np.uint8)
+        self.radius = int(height * 0.12)
+        span = np.arange(-self.radius, self.radius + 1)
+        self._stamp = span[:, None] ** 2 + span[None, :] ** 2 < self.radius**2
 
     def __len__(self) -> int:
         return self.count
 
+    def centre(self, index: int, disc: int) -> tuple[int, int]:
+        """Disc ``disc``'s centre on frame ``index``: it sweeps back and forth, never leaving."""
+        swing = self.width * 0.2
+        phase = (index % 240) / 240 * 2 * np.pi
+        cx = self.width * (0.25 + 0.25 * disc) + swing * np.sin(phase + disc) * 0.5
+        cy = self.height * 0.5 + self.height * 0.2 * np.cos(phase * (disc + 1))
+        return int(cx), int(cy)
+
     def _decode(self, index: int) -> np.ndarray:
         image = self._background.copy()
-        for k, colour in enumerate([(220, 40, 40), (40, 200, 60), (50, 80, 230)]):
-            cx = self.width * (0.25 + 0.25 * k) + 3 * index
-            cy = self.height * 0.5 + 2 * index * (-1) ** k
-            inside = (self._xs - cx) ** 2 + (self._ys - cy) ** 2 < (self.height * 0.12) ** 2
-            image[inside] = colour
+        r = self.radius
+        for disc, colour in enumerate(COLOURS):
+            cx, cy = self.centre(index, disc)
+            window = image[cy - r : cy + r + 1, cx - r : cx + r + 1]
+            window[self._stamp[: window.shape[0], : window.shape[1]]] = colour
         return self._keep(index, image)
+
+
+def random_checkpoint(size: str, path: Path) -> Path:
+    torch.manual_seed(0)
+    model = Sam2Model(size_config(size))
+    with torch.no_grad():
+        model.sam_mask_decoder.pred_obj_score_head.layers[-1].bias.fill_(2.0)
+    checkpoint_save(model, path)
+    return path
+
+
+def model_inputs(frames: DrawnFrames, device: torch.device, size: int) -> torch.Tensor:
+    """Every frame as the model sees it (``N x 3 x S x S``, normalized), on ``device``: the
+    official predictor's ``init_state`` puts the whole video there."""
+    mean = torch.tensor(IMAGE_MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGE_STD, device=device).view(1, 3, 1, 1)
+    images = torch.empty(len(frames), 3, size, size, device=device)
+    for index in range(len(frames)):
+        pixels = torch.from_numpy(frames.frame(index).copy()).to(device).permute(2, 0, 1)[None]
+        pixels = F.interpolate(pixels.float() / 255, (size, size), mode="bilinear", antialias=True)
+        images[index] = ((pixels - mean) / std)[0]
+    return images
+
+
+class Meter:
+    """Times, memory samples and peaks of one run."""
+
+    def __init__(self, device: torch.device, sample_every: int) -> None:
+        self.device, self.sample_every = device, sample_every
+        self.samples: list[dict[str, float]] = []
+        self.cuda = device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def reset_peak(self) -> None:
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak_mb(self) -> float | None:
+        return torch.cuda.max_memory_allocated(self.device) / 2**20 if self.cuda else None
+
+    def sample(self, tracked: int) -> None:
+        if not self.sample_every or tracked % self.sample_every:
+            return
+        sample = {"frames": tracked, "rss_mb": rss_mb()}
+        if self.cuda:
+            sample["cuda_mb"] = torch.cuda.memory_allocated(self.device) / 2**20
+            sample["cuda_reserved_mb"] = torch.cuda.memory_reserved(self.device) / 2**20
+        self.samples.append(sample)
+
+    def profile(self, frames: Iterator, path: Path | None, count: int = 24) -> None:
+        """Profile ``count`` frames of ``frames`` into ``path``: operators by device time, then
+        by host time (where the launches and synchronisations show)."""
+        if path is None:
+            return
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as profiler:
+            for _ in zip(range(count), frames, strict=False):
+                pass
+            self.sync()
+        averages = profiler.key_averages()
+        with path.open("w") as out:
+            for key in ("device_time_total", "cpu_time_total"):
+                out.write(f"{count} frames, by {key}\n")
+                out.write(averages.table(sort_by=key, row_limit=40) + "\n\n")
+
+    def timed_pass(self, frames: Iterator) -> dict[str, float]:
+        """Drain ``frames`` (one item per tracked frame), timing each."""
+        times: list[float] = []
+        self.sync()
+        started = last = time.perf_counter()
+        for _ in frames:
+            now = time.perf_counter()
+            times.append(now - last)
+            last = now
+            self.sample(len(times))
+        self.sync()
+        total = time.perf_counter() - started
+        return {
+            "frames": len(times),
+            "fps": len(times) / total,
+            "fps_median_frame": 1 / statistics.median(times),
+        }
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def median_ms(run: Callable[[], object], meter: Meter, count: int) -> float:
+    times = []
+    for _ in range(count):
+        meter.sync()
+        started = time.perf_counter()
+        run()
+        meter.sync()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def unseen_frames(count: int) -> Iterator[int]:
+    """Frames for the first-click samples: in the second half, which the warm-up never reaches."""
+    return iter(np.linspace(count // 2, count - 1, CLICK_SAMPLES).astype(int).tolist())
+
+
+def run_ours(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames) -> dict:
+    options = Sam2Options(
+        checkpoint=str(checkpoint),
+        device=args.device,
+        compile=args.compile,
+        compile_mode=args.compile_mode,
+    )
+    engine = Sam2Engine(options)
+    meter = Meter(engine.device, args.sample_every)
+    span = (frames.width - 1, frames.height - 1)
+
+    def click(state, index: int, disc: int) -> None:
+        x, y = frames.centre(index, disc)
+        state.add_points(
+            frame_index=index, object_id=disc + 1, points=[[x / span[0], y / span[1]]], labels=[1]
+        )
+
+    meter.reset_peak()
+    state = engine.open(frames)
+    started = time.perf_counter()
+    click(state, 0, 0)
+    first_ever_ms = (time.perf_counter() - started) * 1000
+    for _, _ in zip(range(WARM_UP_FRAMES), state.propagate(start_frame_index=0), strict=False):
+        pass
+    state.clear_points_in_video()
+    samples = unseen_frames(len(frames))
+
+    def fresh_click() -> None:
+        click(state, next(samples), 0)
+        state.clear_points_in_video()
+
+    click_ms = median_ms(fresh_click, meter, CLICK_SAMPLES)
+    for disc in range(args.objects):
+        click(state, 0, disc)
+    result = meter.timed_pass(state.propagate(start_frame_index=0))
+    meter.profile(state.propagate(start_frame_index=0), args.profile)
+    result.update(first_click_ms=click_ms, first_click_cold_ms=first_ever_ms)
+    result["peak_cuda_mb"] = meter.peak_mb()
+    result["memory_bank_mb_per_frame_object"] = _bank_mb(state) / (len(frames) * args.objects)
+    result["samples"] = meter.samples
+    result["device_name"] = device_name(engine.device)
+    state.close()
+    return result
 
 
 def _bank_mb(state) -> float:
@@ -68,52 +268,114 @@ def _bank_mb(state) -> float:
     return total / 2**20
 
 
+def run_official(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames) -> dict:
+    import sam2.sam2_video_predictor as official
+    from sam2.build_sam import build_sam2_video_predictor
+
+    device = device_choose(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    predictor = build_sam2_video_predictor(
+        OFFICIAL_CONFIGS[args.size], str(checkpoint), device=device, vos_optimized=args.compile
+    )
+    meter = Meter(device, args.sample_every)
+    meter.reset_peak()
+    images = model_inputs(frames, device, predictor.image_size)
+    official.load_video_frames = lambda **_: (images, frames.height, frames.width)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    with autocast:
+        state = predictor.init_state(video_path="drawn")
+
+        def click(index: int, disc: int) -> torch.Tensor:
+            _, _, masks = predictor.add_new_points_or_box(
+                state,
+                frame_idx=index,
+                obj_id=disc + 1,
+                points=np.array([frames.centre(index, disc)], dtype=np.float32),
+                labels=np.array([1], np.int32),
+            )
+            return (masks > 0).cpu().numpy()
+
+        started = time.perf_counter()
+        click(0, 0)
+        first_ever_ms = (time.perf_counter() - started) * 1000
+        for _ in zip(range(WARM_UP_FRAMES), predictor.propagate_in_video(state), strict=False):
+            pass
+        predictor.reset_state(state)
+        samples = unseen_frames(len(frames))
+
+        def fresh_click() -> None:
+            click(next(samples), 0)
+            predictor.reset_state(state)
+
+        click_ms = median_ms(fresh_click, meter, CLICK_SAMPLES)
+        for disc in range(args.objects):
+            click(0, disc)
+        as_benchmarked = meter.timed_pass(predictor.propagate_in_video(state))
+
+        def to_host() -> Iterator[np.ndarray]:
+            for _, _, masks in predictor.propagate_in_video(state):
+                yield (masks > 0).cpu().numpy()
+
+        to_host_pass = meter.timed_pass(to_host())
+        meter.profile(to_host(), args.profile)
+    result = dict(to_host_pass)
+    result["fps_masks_on_device"] = as_benchmarked["fps"]
+    result["fps_median_frame_masks_on_device"] = as_benchmarked["fps_median_frame"]
+    result.update(first_click_ms=click_ms, first_click_cold_ms=first_ever_ms)
+    result["peak_cuda_mb"] = meter.peak_mb()
+    result["samples"] = meter.samples
+    result["device_name"] = device_name(device)
+    return result
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return device.type
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", default="tiny")
+    parser.add_argument("--size", default="tiny", choices=list(OFFICIAL_CONFIGS))
+    parser.add_argument("--impl", default="ours", choices=["ours", "official"])
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--frames", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--fps", type=float, default=24.0)
     parser.add_argument("--objects", type=int, default=1, choices=[1, 2, 3])
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=720)
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--compile-mode", default=Sam2Options.compile_mode)
+    parser.add_argument("--sample-every", type=int, default=0)
+    parser.add_argument("--profile", type=Path, help="write a profile of 24 frames here")
+    parser.add_argument("--json", type=Path, help="append the result as one JSON line")
     args = parser.parse_args()
 
+    frames = DrawnFrames(round(args.seconds * args.fps), args.width, args.height, args.fps)
     with tempfile.TemporaryDirectory() as folder:
-        checkpoint = args.checkpoint
-        if checkpoint is None:
-            checkpoint = Path(folder) / "random.pt"
-            checkpoint_save(Sam2Model(size_config(args.size)), checkpoint)
-        options = Sam2Options(checkpoint=str(checkpoint), device=args.device, compile=args.compile)
-        engine = Sam2Engine(options)
-    frames = DrawnFrames(args.frames, args.width, args.height)
-    state = engine.open(frames)
-    click_started = time.perf_counter()
-    for k in range(args.objects):
-        state.add_points(
-            frame_index=0, object_id=k + 1, points=[[0.25 + 0.25 * k, 0.5]], labels=[1]
-        )
-    click_sec = time.perf_counter() - click_started
-    times, last = [], time.perf_counter()
-    for _ in state.propagate(start_frame_index=0):
-        now = time.perf_counter()
-        times.append(now - last)
-        last = now
-    steady = times[3:] or times
-    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        f"model {engine.model.config.version} {args.size}, device {engine.device}, "
-        f"{args.width}x{args.height}, {args.frames} frames, {args.objects} object(s)"
+        checkpoint = args.checkpoint or random_checkpoint(args.size, Path(folder) / "random.pt")
+        run = run_official if args.impl == "official" else run_ours
+        result = run(args, checkpoint, frames)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result.update(
+        impl=args.impl,
+        size=args.size,
+        objects=args.objects,
+        compile=args.compile and (args.compile_mode if args.impl == "ours" else "vos_optimized"),
+        video=f"{args.width}x{args.height}, {len(frames)} frames",
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
     )
-    print(f"first click(s): {click_sec * 1000:.0f} ms")
-    print(f"propagation: {1 / statistics.median(steady):.2f} frames/s (median of {len(steady)})")
-    print(f"peak RSS: {peak_rss_mb:.0f} MB")
-    frames_held = args.frames * args.objects
-    print(f"memory bank: {_bank_mb(state) / frames_held:.2f} MB per frame and object")
-    if engine.device.type == "cuda":
-        print(f"peak CUDA memory: {torch.cuda.max_memory_allocated() / 2**20:.0f} MB")
-    state.close()
+    line = {k: v for k, v in result.items() if k != "samples"}
+    print(json.dumps(line))
+    for sample in result["samples"]:
+        print(json.dumps(sample))
+    if args.json:
+        with args.json.open("a") as out:
+            out.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

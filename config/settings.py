@@ -137,7 +137,8 @@ GRAPHENE = {
 SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "classic")
 SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
 if SEGMENTATION_ENGINE == "sam2":
-    # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_COMPILE; SEGMENTATION_ENGINE_OPTIONS wins.
+    # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_COMPILE, SAM2_COMPILE_MODE;
+    # SEGMENTATION_ENGINE_OPTIONS wins.
     SEGMENTATION_ENGINE_OPTIONS = {
         **env_named_options(
             {
@@ -145,6 +146,7 @@ if SEGMENTATION_ENGINE == "sam2":
                 "SAM2_MODEL_SIZE": "model_size",
                 "SAM2_DEVICE": "device",
                 "SAM2_COMPILE": "compile",
+                "SAM2_COMPILE_MODE": "compile_mode",
             }
         ),
         **SEGMENTATION_ENGINE_OPTIONS,

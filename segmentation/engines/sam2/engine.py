@@ -9,6 +9,8 @@ bfloat16 autocast with TF32 matrix products, as SAM 2's demo does.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +27,7 @@ from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
 from segmentation.engines.frames import FrameSource
 from segmentation.engines.sam2.checkpoint import checkpoint_load
 from segmentation.engines.sam2.config import MODEL_SIZES, SIZE_ALIASES
+from segmentation.engines.sam2.holes import MAX_AREA as HOLE_AREA_LIMIT
 from segmentation.engines.sam2.model import FrameFeatures, Sam2Model
 from segmentation.engines.sam2.tracker import Tracker
 
@@ -32,6 +35,7 @@ IMAGE_MEAN = (0.485, 0.456, 0.406)
 IMAGE_STD = (0.229, 0.224, 0.225)
 T = TypeVar("T")
 DEVICES = ("auto", "cuda", "mps", "cpu")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,8 @@ class Sam2Options(EngineOptions):
     checkpoint: str = ""  # path of an official SAM 2 / 2.1 checkpoint (.pt)
     model_size: str = ""  # empty: read from the checkpoint
     device: str = "auto"  # auto: cuda, then mps, then cpu (also cuda:1 and the like)
-    compile: bool = False  # torch.compile the image encoder (slow first frame)
+    compile: bool = False  # torch.compile the model's parts (about a minute before the first frame)
+    compile_mode: str = "reduce-overhead"  # torch.compile's mode; this one runs CUDA graphs
     feature_cache: int = 4  # frames whose image features a session keeps
     fill_hole_area: int = 8  # mask holes up to this many low-res pixels are filled
     corrections_as_prompts: bool = True  # clicks on tracked frames become conditioning frames
@@ -55,10 +60,15 @@ class Sam2Options(EngineOptions):
         kind = self.device.split(":")[0]
         if kind not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.compile_mode not in COMPILE_MODES:
+            known = ", ".join(COMPILE_MODES)
+            raise ValueError(f"compile_mode must be one of {known}, got {self.compile_mode!r}")
         if not 1 <= self.feature_cache <= 256:
             raise ValueError(f"feature_cache must be within 1..256, got {self.feature_cache}")
-        if not 0 <= self.fill_hole_area <= 1024:
-            raise ValueError(f"fill_hole_area must be within 0..1024, got {self.fill_hole_area}")
+        if not 0 <= self.fill_hole_area <= HOLE_AREA_LIMIT:
+            raise ValueError(
+                f"fill_hole_area must be within 0..{HOLE_AREA_LIMIT}, got {self.fill_hole_area}"
+            )
 
 
 def device_choose(name: str) -> torch.device:
@@ -69,6 +79,43 @@ def device_choose(name: str) -> torch.device:
     if torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def model_compile(model: Sam2Model, mode: str) -> Callable[[torch.Tensor], FrameFeatures]:
+    """Compile the parts of ``model`` that run on every frame, in place, and return the
+    compiled image encoder. The memory attention takes a varying number of memories and
+    pointers, so it is compiled for dynamic shapes; the rest for the shapes they meet. Compiled
+    parts may run as CUDA graphs, whose outputs live in buffers the next replay overwrites:
+    what they return is copied out before anyone keeps it."""
+    compiled = functools.partial(torch.compile, mode=mode)
+    for part, dynamic in (
+        (model.memory_attention, True),
+        (model.memory_encoder, False),
+        (model.sam_mask_decoder, False),
+    ):
+        part.forward = _outputs_copied(compiled(part.forward, dynamic=dynamic))
+    return _outputs_copied(compiled(model.encode_image, dynamic=False))
+
+
+def _outputs_copied(function: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(function)
+    def call(*args: object, **kwargs: object) -> T:
+        return _copied(function(*args, **kwargs))
+
+    return call
+
+
+def _copied(value: T) -> T:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, tuple):
+        return type(value)(_copied(item) for item in value)
+    if dataclasses.is_dataclass(value):
+        fields = {
+            field.name: _copied(getattr(value, field.name)) for field in dataclasses.fields(value)
+        }
+        return dataclasses.replace(value, **fields)
+    return value
 
 
 class Sam2Engine(Engine):
@@ -85,7 +132,7 @@ class Sam2Engine(Engine):
             torch.backends.cudnn.allow_tf32 = True
         self.encode = self.model.encode_image
         if self.options.compile:
-            self.encode = torch.compile(self.model.encode_image, dynamic=False)
+            self.encode = model_compile(self.model, self.options.compile_mode)
 
     def open(self, frames: FrameSource) -> Sam2VideoState:
         return Sam2VideoState(frames, self)

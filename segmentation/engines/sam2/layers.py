@@ -108,26 +108,17 @@ class RoPEAttention(Attention):
     def __init__(
         self,
         *args: object,
+        grid: int,
         rope_theta: float = 10000.0,
         repeat_keys: bool = False,
         **kwargs: object,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.rope_theta = rope_theta
         self.repeat_keys = repeat_keys
-        self._rotations: dict[tuple[int, torch.device], torch.Tensor] = {}
-
-    def _rotation(self, tokens: int, device: torch.device) -> torch.Tensor:
-        key = (tokens, device)
-        rotation = self._rotations.get(key)
-        if rotation is None:
-            side = math.isqrt(tokens)
-            if side * side != tokens:
-                raise ValueError(f"rotary encoding needs a square grid, got {tokens} tokens")
-            head_width = self.q_proj.out_features // self.num_heads
-            rotation = axial_rotation(head_width, side, side, self.rope_theta).to(device)
-            self._rotations[key] = rotation
-        return rotation
+        head_width = self.q_proj.out_features // self.num_heads
+        # made once, outside any compiled graph; not part of the checkpoints
+        rotation = axial_rotation(head_width, grid, grid, rope_theta)
+        self.register_buffer("rotation", rotation, persistent=False)
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys_without_rope: int = 0
@@ -135,7 +126,11 @@ class RoPEAttention(Attention):
         q = self._heads(self.q_proj(q))
         k = self._heads(self.k_proj(k))
         v = self._heads(self.v_proj(v))
-        rotation = self._rotation(q.shape[-2], q.device)
+        rotation = self.rotation
+        if q.shape[-2] != rotation.shape[0]:
+            raise ValueError(
+                f"rotary encoding made for {rotation.shape[0]} tokens, got {q.shape[-2]}"
+            )
         rotated = k.shape[-2] - keys_without_rope
         if rotated != q.shape[-2] and not self.repeat_keys:
             raise ValueError("keys differ in length from the queries")
@@ -192,7 +187,8 @@ class SinePositionGrid(nn.Module):
             rows = self._axis(height, x.device)[:, None, :].expand(height, width, self.half)
             columns = self._axis(width, x.device)[None, :, :].expand(height, width, self.half)
             grid = torch.cat([rows, columns], dim=-1).permute(2, 0, 1).contiguous()
-            self._grids[key] = grid
+            if not torch.compiler.is_compiling():  # a compiled graph's output may be reused
+                self._grids[key] = grid
         return grid[None].expand(x.shape[0], -1, -1, -1).to(x.dtype)
 
 

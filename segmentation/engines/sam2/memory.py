@@ -78,10 +78,12 @@ class MemoryEncoder(nn.Module):
 
 
 class MemoryAttentionLayer(nn.Module):
-    def __init__(self, d_model: int, mem_dim: int, feedforward: int) -> None:
+    def __init__(self, d_model: int, mem_dim: int, feedforward: int, grid: int) -> None:
         super().__init__()
-        self.self_attn = RoPEAttention(d_model, 1)
-        self.cross_attn_image = RoPEAttention(d_model, 1, kv_in_dim=mem_dim, repeat_keys=True)
+        self.self_attn = RoPEAttention(d_model, 1, grid=grid)
+        self.cross_attn_image = RoPEAttention(
+            d_model, 1, grid=grid, kv_in_dim=mem_dim, repeat_keys=True
+        )
         self.linear1 = nn.Linear(d_model, feedforward)
         self.linear2 = nn.Linear(feedforward, d_model)
         self.norm1 = nn.LayerNorm(d_model)
@@ -100,13 +102,13 @@ class MemoryAttentionLayer(nn.Module):
 
 
 class MemoryAttention(nn.Module):
-    """Batch-first: the current frame's ``B x HW x C`` tokens attend to ``B x M x mem_dim``
-    memory tokens, of which the last ``pointers`` are object pointers."""
+    """Batch-first: the current frame's ``B x HW x C`` tokens (a ``grid x grid`` map) attend to
+    ``B x M x mem_dim`` memory tokens, of which the last ``pointers`` are object pointers."""
 
-    def __init__(self, d_model: int, mem_dim: int, feedforward: int, depth: int) -> None:
+    def __init__(self, d_model: int, mem_dim: int, feedforward: int, depth: int, grid: int) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
-            MemoryAttentionLayer(d_model, mem_dim, feedforward) for _ in range(depth)
+            MemoryAttentionLayer(d_model, mem_dim, feedforward, grid) for _ in range(depth)
         )
         self.norm = nn.LayerNorm(d_model)
 

@@ -59,7 +59,7 @@ class Sam2Model(nn.Module):
             raise ValueError(f"the memory width {mem} must divide the model width {d}")
         self.image_encoder = ImageEncoder(config.trunk, d)
         self.memory_attention = MemoryAttention(
-            d, mem, config.memory_feedforward, config.memory_layers
+            d, mem, config.memory_feedforward, config.memory_layers, config.feature_size
         )
         self.memory_encoder = MemoryEncoder(d, mem)
         self.sam_prompt_encoder = PromptEncoder(d, config.feature_size, config.image_size)

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import cv2
 import numpy as np
 import torch
 
+from segmentation.engines.sam2.holes import holes_filled
 from segmentation.engines.sam2.model import PROMPT_MASK_LIMIT, FrameFeatures, Sam2Model
 
 HOLE_LOGIT = 0.1  # a filled hole becomes barely foreground
@@ -276,13 +276,4 @@ class Tracker:
     def _fill_holes(self, logits: torch.Tensor) -> torch.Tensor:
         """Background specks of at most ``fill_hole_area`` pixels (at the logits' resolution)
         inside a mask become foreground."""
-        if self.fill_hole_area <= 0:
-            return logits
-        background = (logits[0, 0] <= 0).to(torch.uint8).cpu().numpy()
-        count, labels, stats, _ = cv2.connectedComponentsWithStats(background, connectivity=8)
-        small = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] <= self.fill_hole_area)
-        small = small[small > 0]
-        if count <= 1 or small.size == 0:
-            return logits
-        holes = torch.from_numpy(np.isin(labels, small) & background.astype(bool))
-        return torch.where(holes.to(logits.device)[None, None], HOLE_LOGIT, logits)
+        return holes_filled(logits, self.fill_hole_area, HOLE_LOGIT)

@@ -54,6 +54,11 @@ def test_checkpoint_option_is_required() -> None:
         ({"device": "tpu"}, "device must be one of auto, cuda, mps, cpu, got 'tpu'"),
         ({"model_size": "huge"}, "model_size must be one of tiny, small, base_plus, large, "),
         ({"compile": "maybe"}, "option 'compile' must be a boolean (1/0, true/false), got 'maybe'"),
+        (
+            {"compile_mode": "fast"},
+            "compile_mode must be one of default, reduce-overhead, max-autotune, "
+            "max-autotune-no-cudagraphs, got 'fast'",
+        ),
     ],
 )
 def test_bad_options(checkpoint: Path, raw: dict[str, str], message: str) -> None:

@@ -1,0 +1,265 @@
+"""The ``sam2`` engine against SAM 2's own video predictor: the same weights, frames and clicks.
+
+    PYTHONPATH=<where sam2==1.1.0 is> .venv/bin/python benchmarks/sam2_parity.py
+        [--device cuda] [--precision bfloat16|float32] [--version 2.1|2.0] [--frames 8]
+
+The official package (``sam2==1.1.0``) is not a dependency of this project: install it in a
+throwaway environment (``SAM2_BUILD_CUDA=0`` is enough) and put it on ``PYTHONPATH``. Its tiny
+model is built with random weights (seeded; the object-score head leans towards "object
+present" so that objects are seen, and the mask head's last layer is scaled so that logits
+reach the size a trained model's do), saved in the official layout and loaded here from that
+file. Both get the same normalized 1024x1024 frames of a drawn 480x360 video and the same
+clicks, and answer at the video's resolution (the official predictor's bilinear upsampling of
+its 256x256 logits, applied to ours too). Scenarios: the clicked frame; a forward pass with one
+object; two objects clicked on different frames (forward from frame 0, backward from frame 3,
+then a correction click on a tracked frame and a new forward pass); two objects clicked on one
+frame (tracked as one batch).
+
+``--precision bfloat16`` runs both under bfloat16 autocast with TF32 matrix products, as both
+run on CUDA; ``float32`` runs plain float32 (TF32 off), which checks the logic to rounding.
+Prints, per compared output and in total, the largest logit difference and the agreement of
+mask signs where the reference's logit is clearly away from zero (``|logit| >= --margin``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.sam2_speed import DrawnFrames, model_inputs
+from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options
+
+CONFIGS = {"2.1": "configs/sam2.1/sam2.1_hiera_t.yaml", "2.0": "configs/sam2/sam2_hiera_t.yaml"}
+WIDTH, HEIGHT = 480, 360
+LOGIT_SCALE = 30.0
+
+
+def official_predictor(version: str, device: torch.device, checkpoint: Path | None):
+    from sam2.build_sam import build_sam2_video_predictor
+
+    overrides = [
+        # the demo's settings (what `apply_postprocessing` sets), holes left unfilled on both
+        "++model.sam_mask_decoder_extra_args.dynamic_multimask_via_stability=true",
+        "++model.sam_mask_decoder_extra_args.dynamic_multimask_stability_delta=0.05",
+        "++model.sam_mask_decoder_extra_args.dynamic_multimask_stability_thresh=0.98",
+        "++model.binarize_mask_from_pts_for_mem_enc=true",
+        "++model.fill_hole_area=0",
+        # this engine keeps corrected frames as conditioning frames (its default)
+        "++model.add_all_frames_to_correct_as_cond=true",
+    ]
+    return build_sam2_video_predictor(
+        CONFIGS[version],
+        str(checkpoint) if checkpoint else None,
+        device=device,
+        apply_postprocessing=False,
+        hydra_overrides_extra=overrides,
+    )
+
+
+def random_official_checkpoint(version: str, path: Path) -> Path:
+    torch.manual_seed(0)
+    model = official_predictor(version, torch.device("cpu"), None)
+    with torch.no_grad():
+        model.sam_mask_decoder.pred_obj_score_head.layers[-1].bias.fill_(2.0)
+        # logits of trained-model size (|logit| up to ~10s, not ~0.4), so that the mask signs
+        # mean something where the bfloat16 comparison counts them
+        for mlp in model.sam_mask_decoder.output_hypernetworks_mlps:
+            mlp.layers[-1].weight.mul_(LOGIT_SCALE)
+    torch.save({"model": model.state_dict()}, path)
+    return path
+
+
+def float_memories(predictor) -> None:
+    """Without autocast the reference cannot attend to its bfloat16 memories when no object
+    pointer is among them (its own concatenation makes them float32 whenever one is): give
+    them to it as float32, as it does itself then."""
+    forward = predictor.memory_attention.forward
+
+    def patched(curr, memory, curr_pos=None, memory_pos=None, num_obj_ptr_tokens=0):
+        return forward(
+            curr=curr,
+            memory=memory.float(),
+            curr_pos=curr_pos,
+            memory_pos=memory_pos.float(),
+            num_obj_ptr_tokens=num_obj_ptr_tokens,
+        )
+
+    predictor.memory_attention.forward = patched
+
+
+class Pair:
+    """One video open in both: ours as a session, the reference as its inference state."""
+
+    def __init__(self, engine: Sam2Engine, predictor, images: torch.Tensor, frames) -> None:
+        self.predictor, self.frames = predictor, frames
+        self.ours = engine.open(frames)
+        self.ours.model_input = lambda index: images[index : index + 1]
+        import sam2.sam2_video_predictor as official
+
+        official.load_video_frames = lambda **_: (images, frames.height, frames.width)
+        self.theirs = predictor.init_state(video_path="drawn")
+        self.compared: list[dict] = []
+
+    def click(self, frame: int, object_id: int, points: list[tuple[int, int]], labels) -> None:
+        # the reference maps pixel x to x / width of its input; the engine maps a normalized u
+        # to u of it (the frontend's normalized clicks): u = x / width is the same click
+        span = (self.frames.width, self.frames.height)
+        self.ours.add_points(
+            frame_index=frame,
+            object_id=object_id,
+            points=[[x / span[0], y / span[1]] for x, y in points],
+            labels=list(labels),
+        )
+        _, ids, logits = self.predictor.add_new_points_or_box(
+            self.theirs,
+            frame_idx=frame,
+            obj_id=object_id,
+            points=np.array(points, np.float32),
+            labels=np.array(labels, np.int32),
+        )
+        self.compare(f"click f{frame} o{object_id}", frame, ids, logits)
+
+    def propagate(self, start: int, reverse: bool, count: int, name: str) -> None:
+        theirs = self.predictor.propagate_in_video(
+            self.theirs, start_frame_idx=start, reverse=reverse, max_frame_num_to_track=count - 1
+        )
+        # one direction only, as the reference's pass does (the engine's public propagate
+        # goes forward, then backward)
+        self.ours._start_pass(start)
+        for their_frame, ids, logits in theirs:
+            self.ours._track(their_frame, reverse=reverse)
+            self.compare(f"{name} f{their_frame}", their_frame, ids, logits)
+
+    def compare(self, name: str, frame: int, ids, logits: torch.Tensor) -> None:
+        ours = self.ours.tracker.logits(frame)
+        for index, object_id in enumerate(ids):
+            if ours[object_id] is None:  # no result there yet (the reference fills in -1024)
+                continue
+            low = ours[object_id].float()
+            mine = F.interpolate(
+                low.to(logits.device), logits.shape[-2:], mode="bilinear", align_corners=False
+            )[0, 0]
+            reference = logits[index, 0].float()
+            self.compared.append({"name": f"{name} o{object_id}", "ours": mine, "ref": reference})
+
+
+def scenario_one_object(pair: Pair, frames: DrawnFrames, count: int) -> None:
+    pair.click(0, 1, [frames.centre(0, 0)], [1])
+    pair.propagate(0, False, count, "forward")
+
+
+def scenario_two_frames(pair: Pair, frames: DrawnFrames, count: int) -> None:
+    pair.click(0, 1, [frames.centre(0, 0)], [1])
+    pair.click(3, 2, [frames.centre(3, 1)], [1])
+    pair.propagate(0, False, count, "forward")
+    pair.propagate(3, True, 4, "backward")
+    x, y = frames.centre(5, 0)
+    pair.click(5, 1, [frames.centre(5, 0), (x + frames.radius // 2, y)], [1, 0])
+    pair.propagate(0, False, count, "after correction")
+
+
+def scenario_batch(pair: Pair, frames: DrawnFrames, count: int) -> None:
+    pair.click(0, 1, [frames.centre(0, 0)], [1])
+    pair.click(0, 2, [frames.centre(0, 2)], [1])
+    pair.propagate(0, False, count, "batch")
+
+
+def summary(compared: list[dict], margin: float) -> dict:
+    largest, clear, agree, total, total_agree = 0.0, 0, 0, 0, 0
+    rows = []
+    for item in compared:
+        ours, ref = item["ours"], item["ref"]
+        difference = (ours - ref).abs().max().item()
+        confident = ref.abs() >= margin
+        same = (ours > 0) == (ref > 0)
+        rows.append(
+            {
+                "name": item["name"],
+                "max_abs_diff": difference,
+                "ref_abs_max": ref.abs().max().item(),
+                "clear_pixels": int(confident.sum()),
+                "clear_agree": int((same & confident).sum()),
+                "all_agree": float(same.float().mean()),
+            }
+        )
+        largest = max(largest, difference)
+        clear += int(confident.sum())
+        agree += int((same & confident).sum())
+        total += same.numel()
+        total_agree += int(same.sum())
+    return {
+        "outputs": len(compared),
+        "max_abs_diff": largest,
+        "clear_sign_agreement": agree / clear if clear else None,
+        "clear_pixels": clear,
+        "clear_disagreeing": clear - agree,
+        "sign_agreement_all_pixels": total_agree / total,
+        "rows": rows,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--precision", default="bfloat16", choices=["bfloat16", "float32"])
+    parser.add_argument("--version", default="2.1", choices=list(CONFIGS))
+    parser.add_argument("--frames", type=int, default=8)
+    parser.add_argument("--margin", type=float, default=1.0)
+    parser.add_argument("--scenarios", default="one,two,batch")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    device = torch.device(args.device)
+    low = args.precision == "bfloat16"
+    torch.backends.cuda.matmul.allow_tf32 = low
+    torch.backends.cudnn.allow_tf32 = low
+    frames = DrawnFrames(max(args.frames, 8), WIDTH, HEIGHT, 24.0)
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoint = random_official_checkpoint(args.version, Path(folder) / "official.pt")
+        predictor = official_predictor(args.version, device, checkpoint)
+        engine = Sam2Engine(
+            Sam2Options(checkpoint=str(checkpoint), device=args.device, fill_hole_area=0)
+        )
+    if not low:
+        float_memories(predictor)
+        engine.autocast = lambda: contextlib.nullcontext()
+        torch.backends.cuda.matmul.allow_tf32 = False  # the engine turns it on for CUDA
+        torch.backends.cudnn.allow_tf32 = False
+    images = model_inputs(frames, device, predictor.image_size)
+    compared: list[dict] = []
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=low)
+    with autocast:
+        chosen = {"one": scenario_one_object, "two": scenario_two_frames, "batch": scenario_batch}
+        for run in [chosen[name] for name in args.scenarios.split(",")]:
+            pair = Pair(engine, predictor, images, frames)
+            run(pair, frames, args.frames)
+            compared += pair.compared
+            pair.ours.close()
+    result = summary(compared, args.margin)
+    result.update(
+        precision=args.precision,
+        version=args.version,
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        torch=torch.__version__,
+        margin=args.margin,
+    )
+    for row in result["rows"]:
+        print(json.dumps(row))
+    print(json.dumps({k: v for k, v in result.items() if k != "rows"}))
+    if args.json:
+        with args.json.open("a") as out:
+            out.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""The table of SAM 2 sizes x implementations: ``benchmarks/sam2_speed.py`` once per cell.
+
+    PYTHONPATH=<where sam2==1.1.0 is> .venv/bin/python benchmarks/sam2_table.py
+        [--sizes tiny,small,base_plus,large] [--objects 1,3] [--impls ours,official]
+        [--compile] [--json OUT.jsonl] [--timeout 600]
+
+Each cell runs in a process of its own (a fresh device-memory peak, a fresh compilation) on the
+same drawn 10 s 1280x720 video with the same seeded random weights, made once per size.
+``--impls official`` needs SAM 2's package on ``PYTHONPATH`` (see sam2_speed.py). Prints one
+line per cell as it ends, then the table: propagation frames/s (over the whole pass, masks in
+host memory; for the official predictor also with its masks left on the device, as its own
+benchmark counts), the median first click on a frame, and the peak device memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.sam2_speed import random_checkpoint
+
+SPEED = Path(__file__).resolve().parent / "sam2_speed.py"
+
+
+def cell(
+    size: str, objects: int, impl: str, checkpoint: Path, args: argparse.Namespace
+) -> dict | None:
+    command = [sys.executable, str(SPEED), "--size", size, "--objects", str(objects)]
+    command += ["--impl", impl, "--seconds", str(args.seconds), "--checkpoint", str(checkpoint)]
+    if args.compile:
+        command += ["--compile", "--compile-mode", args.compile_mode]
+    try:
+        done = subprocess.run(  # noqa: S603 (this interpreter and this folder's script)
+            command, capture_output=True, text=True, timeout=args.timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        print(f"{impl} {size} x{objects}: over {args.timeout} s", flush=True)
+        return None
+    if done.returncode != 0:
+        print(f"{impl} {size} x{objects}: failed\n{done.stderr[-3000:]}", flush=True)
+        return None
+    result = json.loads(done.stdout.splitlines()[0])
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def row(result: dict) -> str:
+    on_device = result.get("fps_masks_on_device")
+    extra = f" ({on_device:.1f})" if on_device else ""
+    return (
+        f"| {result['size']} | {result['objects']} | {result['impl']} | "
+        f"{result['compile'] or 'no'} | {result['fps']:.1f}{extra} | "
+        f"{result['fps_median_frame']:.1f} | {result['first_click_ms']:.0f} | "
+        f"{result['peak_cuda_mb'] or 0:.0f} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="tiny,small,base_plus,large")
+    parser.add_argument("--objects", default="1,3")
+    parser.add_argument("--impls", default="ours,official")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--compile-mode", default="max-autotune")
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    results = []
+    for size in args.sizes.split(","):
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = random_checkpoint(size, Path(folder) / f"{size}.pt")
+            for objects in [int(n) for n in args.objects.split(",")]:
+                for impl in args.impls.split(","):
+                    result = cell(size, objects, impl, checkpoint, args)
+                    if result is None:
+                        continue
+                    results.append(result)
+                    if args.json:
+                        with args.json.open("a") as out:
+                            out.write(json.dumps(result) + "\n")
+    if not results:
+        sys.exit("no cell ran")
+    first = results[0]
+    print(f"\n{first['device_name']}, torch {first['torch']}, CUDA {first['cuda']}", end="")
+    print(f", {first['video']}")
+    print("| size | objects | impl | compiled | frames/s | frames/s (median frame) |", end="")
+    print(" first click ms | peak device MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for result in results:
+        print(row(result))
+
+
+if __name__ == "__main__":
+    main()
