@@ -135,8 +135,9 @@ def fit_mixture(pixels: np.ndarray, *, limit: int = 20000) -> np.ndarray:
     axis = np.linalg.svd(centred[:: max(1, len(centred) // 2000)], full_matrices=False)[2][0]
     ranks = np.argsort(np.argsort(centred @ axis))
     labels = (ranks * count // len(data)).astype(np.int32)[:, None]
-    criteria = (cv2.TERM_CRITERIA_MAX_ITER + cv2.TERM_CRITERIA_EPS, 10, 0.5)
-    _, labels, _ = cv2.kmeans(data, count, labels, criteria, 1, cv2.KMEANS_USE_INITIAL_LABELS)
+    if len(data) > 1:  # OpenCV reads a single row as that many one-channel points
+        criteria = (cv2.TERM_CRITERIA_MAX_ITER + cv2.TERM_CRITERIA_EPS, 10, 0.5)
+        _, labels, _ = cv2.kmeans(data, count, labels, criteria, 1, cv2.KMEANS_USE_INITIAL_LABELS)
     weights = np.zeros(COMPONENTS)
     means = np.zeros((COMPONENTS, 3))
     covariances = np.zeros((COMPONENTS, 3, 3))

@@ -3,9 +3,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
-from segmentation.engines.cutout import COMPONENTS, fit_mixture
+from segmentation.engines.cutout import COMPONENTS, COVARIANCE_FLOOR, fit_mixture
 from segmentation.engines.graphcut import cut, mixture_log_likelihood
+from tests.conftest import ROOT
+
+REGRESSIONS = ROOT.parent / "shared" / "data" / "regressions"
 
 
 def one_gaussian(mean: list[float], variance: float) -> np.ndarray:
@@ -41,6 +48,38 @@ def test_fit_mixture_is_deterministic_and_finds_the_colours() -> None:
         assert np.min(np.abs(means - colour).max(axis=1)) < 3.0
     assert np.array_equal(first, fit_mixture(pixels))
     assert np.array_equal(np.sort(first[0, :COMPONENTS]), np.sort(second[0, :COMPONENTS]))
+
+
+@pytest.mark.skipif(not REGRESSIONS.is_dir(), reason="../shared/data/regressions is not present")
+def test_fit_mixture_of_one_pixel() -> None:
+    # the object region of one pixel that crashed OpenCV's k-means (issue 16): a single row of
+    # data reads there as three one-channel points
+    pixel = np.load(REGRESSIONS / "fit_mixture_kmeans.npy")
+
+    mixture = fit_mixture(pixel)
+
+    expected = np.zeros((1, 13 * COMPONENTS))
+    expected[0, 0] = 1.0
+    expected[0, COMPONENTS : COMPONENTS + 3] = [101.0, 96.0, 97.0]
+    covariances = np.zeros((COMPONENTS, 3, 3))
+    covariances[0] = np.eye(3) * COVARIANCE_FLOOR
+    expected[0, 4 * COMPONENTS :] = covariances.ravel()
+    assert np.array_equal(mixture, expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    arrays(
+        np.uint8, st.tuples(st.integers(1, 40), st.just(3)), elements=st.sampled_from([0, 7, 255])
+    )
+)
+def test_fit_mixture_of_few_and_flat_pixels(pixels: np.ndarray) -> None:
+    mixture = fit_mixture(pixels)
+
+    assert mixture.shape == (1, 13 * COMPONENTS)
+    assert np.isfinite(mixture).all()
+    assert math.isclose(mixture[0, :COMPONENTS].sum(), 1.0)
+    assert np.isfinite(mixture_log_likelihood(pixels, mixture)).all()
 
 
 def test_cut_follows_the_unary_and_smooths_noise() -> None:
