@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from segmentation.engines.base import Engine, Masks, VideoState
 from segmentation.evaluation.clicks import Click, first_click, next_click
 from segmentation.evaluation.davis import Sequence, SequenceError
 from segmentation.evaluation.metrics import boundary, boundary_measure, region_similarity
+from segmentation.evaluation.runner import clicks_needed, interactive_mean, interactive_sequence
 from tests.conftest import ROOT, manage, project_env
 from tests.segmentation.synthetic import Video, write_davis
 
@@ -144,9 +146,118 @@ def test_evaluate_vos_writes_the_figures(video: Video, tmp_path: Path) -> None:
     assert len(list((tmp_path / "masks" / "1" / "shapes-binary").glob("*.png"))) == 12
 
 
+class RowsEngine(Engine):
+    """Answers each object with the first N rows of its true mask on frame 0, N growing by a
+    fixed number of rows with every click: known J after each click."""
+
+    name = "rows"
+
+    def __init__(self, sequence: Sequence, rows_per_click: int) -> None:
+        super().__init__()
+        self.truth, self.rows_per_click = sequence.truth(0), rows_per_click
+
+    def open(self, frames) -> VideoState:
+        return RowsState(frames, self)
+
+
+class RowsState(VideoState):
+    def __init__(self, frames, engine: RowsEngine) -> None:
+        super().__init__(frames)
+        self.engine = engine
+
+    def _segment(self, frame_index: int, object_id: int) -> Masks:
+        return self._masks(frame_index)
+
+    def _masks(self, frame_index: int) -> Masks:
+        masks = {}
+        for object_id, prompts in self.prompts.items():
+            truth = self.engine.truth[object_id]
+            rows = np.flatnonzero(truth.any(axis=1))
+            shown = len(prompts[0].points) * self.engine.rows_per_click
+            masks[object_id] = truth & (np.arange(truth.shape[0]) < rows[0] + shown)[:, None]
+        return masks
+
+    def _cleared(self, frame_index: int, object_id: int) -> Masks:
+        raise NotImplementedError
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def _removed(self, object_id: int) -> None:
+        raise NotImplementedError
+
+    def _start_pass(self, frame_index: int) -> None:
+        raise NotImplementedError
+
+    def _track(self, frame_index: int, *, reverse: bool) -> Masks:
+        raise NotImplementedError
+
+
+def test_clicks_needed() -> None:
+    assert clicks_needed([0.5, 0.86, 0.91], 0.85) == 2
+    assert clicks_needed([0.5, 0.86, 0.91], 0.90) == 3
+    assert clicks_needed([0.5, 0.6], 0.85) == 2  # never reached: the most allowed
+    assert clicks_needed((0.95,), 0.90) == 1
+
+
+def test_interactive_measures_the_clicked_frame_after_each_click(
+    video: Video, tmp_path: Path
+) -> None:
+    # given a sequence of two objects (69 and 57 rows tall on frame 0), and an engine that shows
+    # 18 more rows of each with every click
+    sequence = Sequence.load(write_davis(video, tmp_path / "shapes"))
+    engine = RowsEngine(sequence, rows_per_click=18)
+
+    result = interactive_sequence(engine, sequence, max_clicks=6)
+
+    expected = (0.2596878403, 0.5797894737, 0.8957531760, 1.0, 1.0, 1.0)
+    assert result.J_per_click == pytest.approx(expected, abs=1e-10)
+    assert (result.NoC85, result.NoC90) == (3, 4)
+    mean = interactive_mean([result, result])
+    assert mean == {
+        "J_per_click": [0.2597, 0.5798, 0.8958, 1.0, 1.0, 1.0],
+        "NoC85": 3,
+        "NoC90": 4,
+        "click_ms": round(result.click_ms, 4),
+    }
+
+
+def test_evaluate_vos_interactive(video: Video, tmp_path: Path) -> None:
+    write_davis(video, tmp_path / "shapes")
+    out = tmp_path / "scores.json"
+
+    result = manage(
+        "evaluate_vos",
+        str(tmp_path / "shapes"),
+        "--clicks",
+        "1",
+        "--interactive",
+        "3",
+        "--option",
+        "work_size=320",
+        "--json",
+        str(out),
+        env=project_env(tmp_path / "var"),
+    )
+
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert list(figures) == ["clicks", "interactive"]
+    interactive = figures["interactive"]
+    assert interactive["max_clicks"] == 3
+    assert list(interactive["sequences"]) == ["shapes"]
+    shapes = interactive["sequences"]["shapes"]
+    assert list(shapes) == ["J_per_click", "NoC85", "NoC90", "click_ms"]
+    assert len(shapes["J_per_click"]) == 3
+    assert shapes["NoC85"] == clicks_needed(shapes["J_per_click"], 0.85)
+    assert interactive["mean"]["J_per_click"] == shapes["J_per_click"]
+    assert "NoC@85 NoC@90" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
+        (["--interactive", "101"], "--interactive takes 0..100 clicks, got 101"),
         (["--engine", "magic"], "engine 'magic': unknown engine 'magic' (engines: classic, sam2)"),
         (["--option", "work_size"], "--option takes KEY=VALUE, got 'work_size'"),
         (["--option", "work_size=1"], "engine 'classic': work_size must be within 64..4096, got 1"),

@@ -16,7 +16,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from segmentation.engines import EngineConfigError, engine_create
 from segmentation.evaluation.davis import Sequence, SequenceError
-from segmentation.evaluation.runner import Score, evaluate_sequence, score_mean
+from segmentation.evaluation.runner import (
+    Interactive,
+    Score,
+    evaluate_sequence,
+    interactive_mean,
+    interactive_sequence,
+    score_mean,
+)
 
 
 class Command(BaseCommand):
@@ -35,6 +42,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--clicks", default="3", help="comma-separated click counts to measure (default: 3)"
         )
+        parser.add_argument(
+            "--interactive",
+            type=int,
+            default=0,
+            metavar="CLICKS",
+            help="also measure the clicked frame alone: J after each of CLICKS rounds of clicks, "
+            "NoC@85 and NoC@90 (20 is the standard; default: 0, not measured)",
+        )
         parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
         parser.add_argument("--dump-masks", type=Path, help="write the masks here as PNGs")
 
@@ -46,6 +61,8 @@ class Command(BaseCommand):
         except EngineConfigError as error:
             raise CommandError(f"engine {name!r}: {error}") from None
         click_counts = _click_counts(options["clicks"])
+        if not 0 <= options["interactive"] <= 100:
+            raise CommandError(f"--interactive takes 0..100 clicks, got {options['interactive']}")
         sequences = _sequences(options["dirs"])
         total = sum(len(s.annotation_paths) for s in sequences) * len(click_counts)
         progress = _ProgressBar(total, sys.stderr)
@@ -68,11 +85,30 @@ class Command(BaseCommand):
             }
         progress.close()
         self._report(name, results)
+        figures: dict[str, object] = {"clicks": results}
+        if options["interactive"]:
+            figures["interactive"] = self._interactive(engine, sequences, options["interactive"])
         if options["json"]:
             path: Path = options["json"]
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"clicks": results}, indent=2) + "\n")
+            path.write_text(json.dumps(figures, indent=2) + "\n")
             self.stdout.write(f"wrote {path}")
+
+    def _interactive(self, engine, sequences: list[Sequence], max_clicks: int) -> dict:
+        found: dict[str, Interactive] = {}
+        for sequence in sequences:
+            found[sequence.name] = interactive_sequence(engine, sequence, max_clicks=max_clicks)
+        mean = interactive_mean(list(found.values()))
+        self.stdout.write(f"{'sequence':24} {'NoC@85':>6} {'NoC@90':>6}  J after 1, 3, 5 clicks")
+        rows = [(n, result.as_dict()) for n, result in found.items()] + [("mean", mean)]
+        for sequence, result in rows:
+            after = ", ".join(f"{j:.3f}" for j in result["J_per_click"][0:5:2])
+            self.stdout.write(f"{sequence:24} {result['NoC85']:>6} {result['NoC90']:>6}  {after}")
+        return {
+            "max_clicks": max_clicks,
+            "sequences": {n: result.as_dict() for n, result in found.items()},
+            "mean": mean,
+        }
 
     def _report(self, engine: str, results: dict[str, dict[str, object]]) -> None:
         self.stdout.write(f"engine {engine}")
