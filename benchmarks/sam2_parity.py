@@ -13,7 +13,8 @@ clicks, and answer at the video's resolution (the official predictor's bilinear 
 its 256x256 logits, applied to ours too). Scenarios: the clicked frame; a forward pass with one
 object; two objects clicked on different frames (forward from frame 0, backward from frame 3,
 then a correction click on a tracked frame and a new forward pass); two objects clicked on one
-frame (tracked as one batch).
+frame (tracked as one batch); an object given as a mask (SAM 2's ``add_new_mask``) beside a
+clicked one, propagated, then clicked on a tracked frame and propagated again.
 
 ``--precision bfloat16`` runs both under bfloat16 autocast with TF32 matrix products, as both
 run on CUDA; ``float32`` runs plain float32 (TF32 off), which checks the logic to rounding.
@@ -129,6 +130,13 @@ class Pair:
         )
         self.compare(f"click f{frame} o{object_id}", frame, ids, logits)
 
+    def add_mask(self, frame: int, object_id: int, mask: np.ndarray) -> None:
+        self.ours.add_mask(frame_index=frame, object_id=object_id, mask=mask)
+        _, ids, logits = self.predictor.add_new_mask(
+            self.theirs, frame_idx=frame, obj_id=object_id, mask=mask
+        )
+        self.compare(f"mask f{frame} o{object_id}", frame, ids, logits)
+
     def propagate(self, start: int, reverse: bool, count: int, name: str) -> None:
         theirs = self.predictor.propagate_in_video(
             self.theirs, start_frame_idx=start, reverse=reverse, max_frame_num_to_track=count - 1
@@ -166,6 +174,14 @@ def scenario_two_frames(pair: Pair, frames: DrawnFrames, count: int) -> None:
     x, y = frames.centre(5, 0)
     pair.click(5, 1, [frames.centre(5, 0), (x + frames.radius // 2, y)], [1, 0])
     pair.propagate(0, False, count, "after correction")
+
+
+def scenario_mask(pair: Pair, frames: DrawnFrames, count: int) -> None:
+    pair.add_mask(0, 1, frames.disc_mask(0, 0))
+    pair.click(0, 2, [frames.centre(0, 2)], [1])
+    pair.propagate(0, False, count, "after a mask")
+    pair.click(2, 1, [frames.centre(2, 0)], [1])  # a click on a frame given a mask's result
+    pair.propagate(0, False, count, "after a click")
 
 
 def scenario_batch(pair: Pair, frames: DrawnFrames, count: int) -> None:
@@ -215,7 +231,7 @@ def main() -> None:
     parser.add_argument("--version", default="2.1", choices=list(CONFIGS))
     parser.add_argument("--frames", type=int, default=8)
     parser.add_argument("--margin", type=float, default=1.0)
-    parser.add_argument("--scenarios", default="one,two,batch")
+    parser.add_argument("--scenarios", default="one,two,batch,mask")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -239,7 +255,12 @@ def main() -> None:
     compared: list[dict] = []
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=low)
     with autocast:
-        chosen = {"one": scenario_one_object, "two": scenario_two_frames, "batch": scenario_batch}
+        chosen = {
+            "one": scenario_one_object,
+            "two": scenario_two_frames,
+            "batch": scenario_batch,
+            "mask": scenario_mask,
+        }
         for run in [chosen[name] for name in args.scenarios.split(",")]:
             pair = Pair(engine, predictor, images, frames)
             run(pair, frames, args.frames)

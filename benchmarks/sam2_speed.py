@@ -94,6 +94,14 @@ class DrawnFrames(FrameSource):
         cy = self.height * 0.5 + self.height * 0.2 * np.cos(phase * (disc + 1))
         return int(cx), int(cy)
 
+    def disc_mask(self, index: int, disc: int) -> np.ndarray:
+        """Where disc ``disc`` is on frame ``index`` (later discs may cover it)."""
+        mask = np.zeros((self.height, self.width), bool)
+        cx, cy, r = *self.centre(index, disc), self.radius
+        window = mask[cy - r : cy + r + 1, cx - r : cx + r + 1]
+        window[self._stamp[: window.shape[0], : window.shape[1]]] = True
+        return mask
+
     def _decode(self, index: int) -> np.ndarray:
         image = self._background.copy()
         r = self.radius

@@ -5,6 +5,8 @@ per video. A state holds the prompts (clicked points per object and frame) and a
 
 - :meth:`VideoState.add_points`: new clicks for one object on one frame; returns the masks of
   every object on that frame.
+- :meth:`VideoState.add_mask`: one object's whole mask on one frame (SAM 2's ``add_new_mask``),
+  an anchor for propagation just as a clicked frame is.
 - :meth:`VideoState.clear_points_in_frame`, :meth:`VideoState.clear_points_in_video`,
   :meth:`VideoState.remove_object`: forget prompts.
 - :meth:`VideoState.propagate`: carry the masks through the video, from a start frame forward to
@@ -155,6 +157,17 @@ class VideoState(abc.ABC):
             self.object_ids.append(object_id)
         return self._segment(frame_index, object_id)
 
+    def add_mask(self, *, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+        """Give ``object_id``'s mask on ``frame_index`` (boolean or 0/1, the video's height x
+        width); it replaces the object's clicks there. The masks of every object there."""
+        self._check_frame(frame_index)
+        self._check_object(object_id)
+        given = self._given_mask(mask)
+        self.prompts.get(object_id, {}).pop(frame_index, None)
+        if object_id not in self.object_ids:
+            self.object_ids.append(object_id)
+        return self._masked(frame_index, object_id, given)
+
     def clear_points_in_frame(self, *, frame_index: int, object_id: int) -> Masks:
         """Forget ``object_id``'s clicks on ``frame_index``; the masks of every object there."""
         self._check_frame(frame_index)
@@ -209,6 +222,11 @@ class VideoState(abc.ABC):
         """Recompute ``object_id`` on ``frame_index`` from its prompts there; every mask there."""
 
     @abc.abstractmethod
+    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+        """``object_id``'s mask on ``frame_index`` is ``mask`` (bool, the video's size), an
+        anchor; every mask there."""
+
+    @abc.abstractmethod
     def _masks(self, frame_index: int) -> Masks:
         """Every object's current mask on the frame; changes nothing."""
 
@@ -241,6 +259,20 @@ class VideoState(abc.ABC):
             raise PromptError(
                 f"frame index {frame_index} is outside the video's frames 0..{self.frame_count - 1}"
             )
+
+    def _given_mask(self, mask: np.ndarray) -> np.ndarray:
+        shape = (self.frames.height, self.frames.width)
+        given = np.asarray(mask)
+        if given.shape != shape:
+            raise PromptError(
+                f"the mask must be {shape[0]}x{shape[1]} (the video's height x width), "
+                f"got {'x'.join(map(str, given.shape))}"
+            )
+        if given.dtype != bool:
+            if given.dtype.kind not in "iuf" or not np.isin(given, (0, 1)).all():
+                raise PromptError("the mask must hold booleans or 0 and 1")
+            given = given.astype(bool)
+        return given
 
     @staticmethod
     def _check_object(object_id: int) -> None:

@@ -66,6 +66,8 @@ class Anchor:
     mask: np.ndarray  # bool, working size
     prior: np.ndarray | None  # the propagated mask the clicks corrected, if any
     model: ColourModel | None = None  # learned when propagation first needs it
+    # a given mask's stand-in for the positive click that made it: its deepest point
+    seeds: tuple[Click, ...] = ()
 
 
 @dataclass
@@ -105,21 +107,37 @@ class ClassicVideoState(VideoState):
         anchors = self._anchors.setdefault(object_id, {})
         old = anchors.get(frame_index)
         prior = old.prior if old is not None else self._result(object_id, frame_index)
+        seeds: tuple[Click, ...] = ()
         if old is not None and old.clicks == clicks[: len(old.clicks)]:
-            start, done = old.mask, len(old.clicks)
+            seeds, start, done = old.seeds, old.mask, len(old.clicks)
         else:
             width, height = self._work_size
             start, done = (prior if prior is not None else np.zeros((height, width), bool)), 0
         mask = cut_clicks(
             self._working(frame_index).image,
-            clicks,
+            [*seeds, *clicks],
             start=start,
-            done=done,
+            done=len(seeds) + done,
             click_radius=self._options.click_radius,
             iterations=self._options.click_iterations,
         )
-        anchors[frame_index] = Anchor(clicks, mask, prior)
+        anchors[frame_index] = Anchor(clicks, mask, prior, seeds=seeds)
         self._store(object_id, frame_index, mask)
+        return self._output(frame_index)
+
+    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+        # an anchor with no clicks: later clicks there refine this mask (see _segment)
+        small = cv2.resize(mask.astype(np.float32), self._work_size, interpolation=cv2.INTER_AREA)
+        anchored = small >= 0.5
+        seeds: tuple[Click, ...] = ()
+        if anchored.any():  # later clicks correct it as if its deepest point had been clicked
+            depth = cv2.distanceTransform(anchored.view(np.uint8), cv2.DIST_L2, 5)
+            y, x = np.unravel_index(int(np.argmax(depth)), depth.shape)
+            seeds = (Click(float(x), float(y), True),)
+        self._anchors.setdefault(object_id, {})[frame_index] = Anchor(
+            [], anchored, None, seeds=seeds
+        )
+        self._store(object_id, frame_index, anchored)
         return self._output(frame_index)
 
     def _masks(self, frame_index: int) -> Masks:

@@ -204,3 +204,37 @@ def test_clicks_after_propagation_correct_the_propagated_mask(
 
     assert region_similarity(propagated, video.masks[7][1]) > 0.85
     assert region_similarity(masks[1], video.masks[7][1]) > 0.85
+
+
+def test_a_given_mask_is_an_anchor(state: VideoState, video: Video) -> None:
+    # given object 1's true mask on frame 3, and object 2 clicked there
+    masks = state.add_mask(frame_index=3, object_id=1, mask=video.masks[3][1])
+    click(state, video, 2, frame_index=3)
+
+    steps = dict(state.propagate(start_frame_index=3))
+
+    # then frame 3 shows the mask as given, and both objects are followed through the video
+    assert region_similarity(masks[1], video.masks[3][1]) > 0.97
+    assert region_similarity(steps[3][1], video.masks[3][1]) > 0.97
+    for index, frame_masks in steps.items():
+        for object_id in (1, 2):
+            expected = video.masks[index][object_id]
+            assert region_similarity(frame_masks[object_id], expected) > 0.85, (index, object_id)
+
+
+def test_clicks_refine_a_given_mask(state: VideoState, video: Video) -> None:
+    # given a mask that covers object 1 and a strip of background beside it
+    truth = video.masks[0][1]
+    rows, columns = np.nonzero(truth)
+    given = truth.copy()
+    given[rows.min() : rows.max() + 1, columns.max() + 1 : columns.max() + 25] = True
+    state.add_mask(frame_index=0, object_id=1, mask=given)
+    strip_centre = [
+        (columns.max() + 12) / (WIDTH - 1),
+        (rows.min() + rows.max()) / 2 / (HEIGHT - 1),
+    ]
+
+    masks = state.add_points(frame_index=0, object_id=1, points=[strip_centre], labels=[0])
+
+    assert region_similarity(given, truth) < 0.85
+    assert region_similarity(masks[1], truth) > 0.9

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
@@ -78,6 +79,46 @@ def test_other_operations_check_their_input(state: VideoState) -> None:
         state.remove_object(object_id=-1)
     with pytest.raises(PromptError, match=r"^frame index 12 is outside"):
         next(state.propagate(start_frame_index=12))
+
+
+@pytest.mark.parametrize(
+    ("mask", "message"),
+    [
+        (
+            np.zeros((192, 319), bool),
+            "the mask must be 192x320 (the video's height x width), got 192x319",
+        ),
+        (
+            np.zeros((192, 320, 1), bool),
+            "the mask must be 192x320 (the video's height x width), got 192x320x1",
+        ),
+        (np.full((192, 320), 2, np.uint8), "the mask must hold booleans or 0 and 1"),
+        (np.full((192, 320), 0.5), "the mask must hold booleans or 0 and 1"),
+        (np.full((192, 320), "1"), "the mask must hold booleans or 0 and 1"),
+    ],
+)
+def test_bad_masks_are_refused_and_change_nothing(
+    state: VideoState, mask: np.ndarray, message: str
+) -> None:
+    with pytest.raises(PromptError) as raised:
+        state.add_mask(frame_index=0, object_id=1, mask=mask)
+
+    assert str(raised.value) == message
+    assert state.object_ids == []
+    assert state.masks(frame_index=0) == {}
+
+
+def test_a_mask_replaces_the_objects_clicks_on_its_frame(state: VideoState) -> None:
+    state.add_points(frame_index=2, object_id=4, points=[[0.5, 0.5]], labels=[1])
+    state.add_points(frame_index=3, object_id=4, points=[[0.5, 0.5]], labels=[1])
+    given = np.zeros((192, 320), np.uint8)
+    given[50:90, 100:180] = 1
+
+    masks = state.add_mask(frame_index=2, object_id=4, mask=given)
+
+    assert list(state.prompts[4]) == [3]
+    assert state.object_ids == [4]
+    assert list(masks) == [4]
 
 
 def test_points_are_kept_in_pixels(state: VideoState) -> None:

@@ -180,6 +180,9 @@ class RowsState(VideoState):
     def _cleared(self, frame_index: int, object_id: int) -> Masks:
         raise NotImplementedError
 
+    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+        raise NotImplementedError
+
     def _reset(self) -> None:
         raise NotImplementedError
 

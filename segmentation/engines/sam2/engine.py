@@ -214,6 +214,11 @@ class Sam2VideoState(VideoState):
         self._run(lambda: self.tracker.add_clicks(frame_index, object_id, points, prompt.labels))
         return self._masks(frame_index)
 
+    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+        given = torch.from_numpy(mask)
+        self._run(lambda: self.tracker.add_mask(frame_index, object_id, given))
+        return self._masks(frame_index)
+
     def _masks(self, frame_index: int) -> Masks:
         return self._run(lambda: self._video_masks(self.tracker.logits(frame_index)))
 

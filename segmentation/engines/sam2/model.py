@@ -192,6 +192,24 @@ class Sam2Model(nn.Module):
         pointer = present * self.obj_ptr_proj(tokens) + (1 - present) * self.no_obj_ptr
         return Segmented(masks, pointer, decoded.object_scores)
 
+    def mask_as_result(self, features: FrameFeatures, mask: torch.Tensor) -> Segmented:
+        """A given mask (``B x 1 x S x S``, 0 or 1) taken as the frame's result, as SAM 2 takes
+        a mask prompt: logits of ±10 (downsampled to the decoder's size), present exactly when
+        the mask is not empty, and an object pointer from the decoder prompted with the mask on
+        the frame's own features (no memory)."""
+        size = self.config.image_size // 4
+        logits = mask * MEMORY_MASK_SCALE + MEMORY_MASK_BIAS
+        low = F.interpolate(
+            logits, (size, size), mode="bilinear", align_corners=False, antialias=True
+        )
+        decoded = self.segment(
+            features.top, features, None, None, self.mask_downsample(mask), multimask=False
+        )
+        present = mask.flatten(1).amax(dim=1, keepdim=True)  # B x 1
+        pointer = present * decoded.object_pointer + (1 - present) * self.no_obj_ptr
+        score = present * MEMORY_MASK_SCALE + MEMORY_MASK_BIAS
+        return Segmented(low.float(), pointer, score)
+
     def encode_memory(
         self,
         features: FrameFeatures,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from segmentation.engines.sam2.holes import holes_filled
 from segmentation.engines.sam2.model import PROMPT_MASK_LIMIT, FrameFeatures, Sam2Model
@@ -132,6 +133,25 @@ class Tracker:
         result = self.model.segment(
             conditioned, features, coords, kinds, mask_prompt, multimask=coords.shape[1] <= 1
         )
+        output = FrameOutput(
+            self._fill_holes(result.mask_logits), result.object_pointer, result.object_score
+        )
+        track.pending[frame] = (self._stored(output), prompted)
+
+    def add_mask(self, frame: int, object_id: int, mask: torch.Tensor) -> None:
+        """``object_id``'s result on ``frame`` is ``mask`` (``H x W``, bool, any size); replaces
+        the object's clicks there, and becomes a conditioning frame as clicks do."""
+        track = self.tracks.setdefault(object_id, ObjectTrack())
+        track.clicks.pop(frame, None)
+        prompted = frame not in track.directions or self.corrections_as_prompts
+        size = self.model.config.image_size
+        given = mask.to(self.model.device, torch.float32)[None, None]
+        if given.shape[-2:] != (size, size):
+            given = F.interpolate(
+                given, (size, size), mode="bilinear", align_corners=False, antialias=True
+            )
+            given = (given >= 0.5).float()
+        result = self.model.mask_as_result(self.features(frame), given)
         output = FrameOutput(
             self._fill_holes(result.mask_logits), result.object_pointer, result.object_score
         )

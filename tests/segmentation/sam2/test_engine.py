@@ -16,6 +16,7 @@ import requests
 from config.env import env_named_options
 from segmentation.engines import EngineConfigError, engine_create, engine_options
 from segmentation.engines.sam2.engine import Sam2Engine
+from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
 from tests.conftest import ROOT, manage, project_env, running_server
 from tests.segmentation.sam2.small import small_checkpoint
@@ -242,3 +243,16 @@ def test_api_and_stream_serve_sam2_masks(server: str) -> None:
     for data in received:
         assert [result["object_id"] for result in data["results"]] == [1]
         assert rle_decode(data["results"][0]["mask"]).shape == (HEIGHT, WIDTH)
+
+
+def test_a_given_mask_is_the_frames_result_and_an_anchor(sam2_state, video: Video) -> None:
+    given = video.masks[2][1]
+
+    masks = sam2_state.add_mask(frame_index=2, object_id=1, mask=given)
+    steps = dict(sam2_state.propagate(start_frame_index=2))
+
+    # the mask comes back as given, up to the model's quarter-size logits
+    assert region_similarity(masks[1], given) > 0.9
+    assert np.array_equal(steps[2][1], masks[1])
+    assert sorted(steps) == list(range(len(video.masks)))
+    assert all(step[1].shape == (HEIGHT, WIDTH) for step in steps.values())
