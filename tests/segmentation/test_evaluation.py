@@ -124,7 +124,8 @@ def test_evaluate_vos_writes_the_figures(video: Video, tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
-    assert list(figures) == ["clicks"]
+    assert list(figures) == ["protocol", "clicks"]
+    assert figures["protocol"] == "clicks"
     assert list(figures["clicks"]) == ["1", "2"]
     for per_clicks in figures["clicks"].values():
         assert list(per_clicks) == ["sequences", "mean"]
@@ -245,7 +246,7 @@ def test_evaluate_vos_interactive(video: Video, tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
-    assert list(figures) == ["clicks", "interactive"]
+    assert list(figures) == ["protocol", "clicks", "interactive"]
     interactive = figures["interactive"]
     assert interactive["max_clicks"] == 3
     assert list(interactive["sequences"]) == ["shapes"]
@@ -255,6 +256,33 @@ def test_evaluate_vos_interactive(video: Video, tmp_path: Path) -> None:
     assert shapes["NoC85"] == clicks_needed(shapes["J_per_click"], 0.85)
     assert interactive["mean"]["J_per_click"] == shapes["J_per_click"]
     assert "NoC@85 NoC@90" in result.stdout
+
+
+def test_evaluate_vos_first_mask_protocol(video: Video, tmp_path: Path) -> None:
+    write_davis(video, tmp_path / "shapes")
+    out = tmp_path / "scores.json"
+
+    result = manage(
+        "evaluate_vos",
+        str(tmp_path / "shapes"),
+        "--protocol",
+        "first-mask",
+        "--option",
+        "work_size=320",
+        "--json",
+        str(out),
+        env=project_env(tmp_path / "var"),
+    )
+
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert list(figures) == ["protocol", "first-mask"]
+    assert figures["protocol"] == "first-mask"
+    assert list(figures["first-mask"]) == ["sequences", "mean"]
+    score = figures["first-mask"]["sequences"]["shapes"]
+    assert list(score) == ["J", "F", "JF", "fps", "click_ms"]
+    assert score["J"] > 0.9
+    assert result.stderr.splitlines() == ["0/12 frames  shapes, first mask"]
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,8 @@ from segmentation.evaluation.runner import (
     score_mean,
 )
 
+PROTOCOLS = ("clicks", "first-mask")
+
 
 class Command(BaseCommand):
     help = "Measure a segmentation engine (J, F, speed) on DAVIS-layout sequences."
@@ -41,6 +43,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--clicks", default="3", help="comma-separated click counts to measure (default: 3)"
+        )
+        parser.add_argument(
+            "--protocol",
+            choices=PROTOCOLS,
+            default="clicks",
+            help="clicks: the simulated user clicks on the first frame (default); first-mask: "
+            "each object's true mask is given there (DAVIS 2016's semi-supervised protocol)",
         )
         parser.add_argument(
             "--interactive",
@@ -64,28 +73,36 @@ class Command(BaseCommand):
         if not 0 <= options["interactive"] <= 100:
             raise CommandError(f"--interactive takes 0..100 clicks, got {options['interactive']}")
         sequences = _sequences(options["dirs"])
-        total = sum(len(s.annotation_paths) for s in sequences) * len(click_counts)
+        first_mask = options["protocol"] == "first-mask"
+        rounds = [0] if first_mask else click_counts
+        total = sum(len(s.annotation_paths) for s in sequences) * len(rounds)
         progress = _ProgressBar(total, sys.stderr)
         results: dict[str, dict[str, object]] = {}
-        for clicks in click_counts:
+        for clicks in rounds:
             scores: dict[str, Score] = {}
             for sequence in sequences:
-                progress.begin(f"{sequence.name}, {clicks} click{'s' * (clicks != 1)}")
+                what = "first mask" if first_mask else f"{clicks} click{'s' * (clicks != 1)}"
+                progress.begin(f"{sequence.name}, {what}")
                 dump = options["dump_masks"]
+                where = "first-mask" if first_mask else str(clicks)
                 scores[sequence.name] = evaluate_sequence(
                     engine,
                     sequence,
                     clicks=clicks,
                     progress=progress.advance,
-                    dump_dir=dump / str(clicks) / sequence.name if dump else None,
+                    dump_dir=dump / where / sequence.name if dump else None,
+                    first_mask=first_mask,
                 )
-            results[str(clicks)] = {
+            results[where] = {
                 "sequences": {n: score.as_dict() for n, score in scores.items()},
                 "mean": score_mean(list(scores.values())).as_dict(),
             }
         progress.close()
         self._report(name, results)
-        figures: dict[str, object] = {"clicks": results}
+        if first_mask:
+            figures: dict[str, object] = {"protocol": "first-mask", **results}
+        else:
+            figures = {"protocol": "clicks", "clicks": results}
         if options["interactive"]:
             figures["interactive"] = self._interactive(engine, sequences, options["interactive"])
         if options["json"]:
