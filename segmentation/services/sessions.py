@@ -8,6 +8,7 @@ Sessions expire after an idle timeout, renewed by every operation, and their num
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 import uuid
@@ -26,6 +27,8 @@ from segmentation.rle import rle_encode
 from segmentation.selectors import video_get
 from segmentation.services.engines import engine_get
 from segmentation.services.videos import media_path
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -260,9 +263,7 @@ def _propagate(session: Session, start: int, frame_count: int) -> Iterator[Propa
         if not session_registry().touch(session.id):
             return  # closed (or expired) while this propagation waited for the lock
         session.cancel.clear()
-        for frame_index, masks in session.state.propagate(
-            start_frame_index=start, cancel=session.cancel
-        ):
+        for frame_index, masks in _engine_frames(session, start):
             session_registry().touch(session.id)
             yield PropagatedFrame(
                 frame_index,
@@ -272,6 +273,29 @@ def _propagate(session: Session, start: int, frame_count: int) -> Iterator[Propa
                     for object_id, mask in sorted(masks.items())
                 ],
             )
+
+
+def _engine_frames(session: Session, start: int) -> Iterator[tuple[int, Masks]]:
+    """The engine's propagation, ended at the last good frame if the engine fails: the client
+    keeps every frame it got (a stream that stops short of its total says it failed), the error
+    goes to the log with its traceback, and the session stays open for the next operation."""
+    frames = session.state.propagate(start_frame_index=start, cancel=session.cancel)
+    done = 0
+    while True:
+        try:
+            step = next(frames, None)
+        except Exception:  # any engine failure: the stream and the session must outlive it
+            logger.exception(
+                "propagation of session %s failed after %d frames (from frame %d)",
+                session.id,
+                done,
+                start,
+            )
+            return
+        if step is None:
+            return
+        done += 1
+        yield step
 
 
 def session_annotations(*, session_id: str) -> dict[str, object]:

@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import logging
+
+import numpy as np
 import pytest
 
+from segmentation.engines.classic import ClassicEngine
 from segmentation.errors import ErrorCode, SessionNotFound, TooManySessions
-from segmentation.services.sessions import SessionRegistry
+from segmentation.services.sessions import SessionRegistry, session_propagate, session_registry
+from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 
 
 class FakeClock:
@@ -103,3 +108,39 @@ def test_closed_and_expired_sessions_are_handed_over_to_be_freed(clock):
     assert ended == [closed, idle]
     assert (closed.ended, idle.ended) == (True, True)
     assert (closed.cancel.is_set(), idle.cancel.is_set()) == (True, True)
+
+
+def test_an_engine_failing_mid_propagation_ends_the_stream_and_keeps_the_session(
+    frames, video: Video, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a session whose engine breaks on frame 3 of its first propagation
+    state = ClassicEngine().open(frames)
+    rows, columns = np.nonzero(video.masks[0][1])
+    point = [columns.mean() / (WIDTH - 1), rows.mean() / (HEIGHT - 1)]
+    state.add_points(frame_index=0, object_id=1, points=[point], labels=[1])
+    working_track = state._track
+
+    def breaking_track(frame_index: int, *, reverse: bool):
+        if frame_index == 3:
+            raise RuntimeError("the engine broke")
+        return working_track(frame_index, reverse=reverse)
+
+    state._track = breaking_track
+    session = session_registry().open(state=state)
+    try:
+        # when it propagates
+        with caplog.at_level(logging.ERROR, logger="segmentation.services.sessions"):
+            parts = list(session_propagate(session_id=session.id))
+
+        # then the stream holds the frames before the failure and ends; the log says why
+        assert [part.frame_index for part in parts] == [0, 1, 2]
+        assert [record.getMessage() for record in caplog.records] == [
+            f"propagation of session {session.id} failed after 3 frames (from frame 0)"
+        ]
+        assert caplog.records[0].exc_info[0] is RuntimeError
+        # and the session still answers: once the engine works again, a propagation completes
+        state._track = working_track
+        again = list(session_propagate(session_id=session.id))
+        assert [part.frame_index for part in again] == list(range(12))
+    finally:
+        session_registry().close(session.id)
