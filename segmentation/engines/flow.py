@@ -9,6 +9,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+# DIS refuses pictures smaller than its patches; smaller frames are padded (edge pixels repeated)
+MIN_SIDE = 16
+
 PRESETS = {
     "ultrafast": cv2.DISOPTICAL_FLOW_PRESET_ULTRAFAST,
     "fast": cv2.DISOPTICAL_FLOW_PRESET_FAST,
@@ -25,8 +28,12 @@ class FlowWarp:
 
     def backward_map(self, old_grey: np.ndarray, new_grey: np.ndarray) -> np.ndarray:
         """For each pixel of the new frame, where it was in the old frame (H x W x 2, float32)."""
-        flow = self._dis.calc(new_grey, old_grey, None)
         height, width = new_grey.shape
+        if height < MIN_SIDE or width < MIN_SIDE:
+            pad = (0, max(0, MIN_SIDE - height), 0, max(0, MIN_SIDE - width))
+            old_grey = cv2.copyMakeBorder(old_grey, *pad, cv2.BORDER_REPLICATE)
+            new_grey = cv2.copyMakeBorder(new_grey, *pad, cv2.BORDER_REPLICATE)
+        flow = np.ascontiguousarray(self._dis.calc(new_grey, old_grey, None)[:height, :width])
         if self._grid is None or self._grid[0].shape != (height, width):
             xs, ys = np.meshgrid(
                 np.arange(width, dtype=np.float32), np.arange(height, dtype=np.float32)
