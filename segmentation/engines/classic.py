@@ -8,7 +8,8 @@
   each time); any other list is replayed from the start.
 - Propagation carries each object's mask to the next frame along DIS optical flow and re-cuts a
   band around its edge with a graph cut that weighs colour models against a prior for the moved
-  shape; the models start as the anchor's and are refitted on every frame. On an anchor the
+  shape; the models are the anchor's, kept through the pass (refitted on every frame, they
+  learned each frame's errors and passed them on). A given mask is an anchor too. On an anchor the
   propagated mask is replaced by the anchor's, so later clicks correct from there, and a pass
   that starts where an object has no mask first carries it there from its nearest anchor.
 - All work happens at a working size (``work_size`` on the long side); masks are scaled back to
@@ -232,8 +233,9 @@ class ClassicVideoState(VideoState):
         moved = warp(carried.astype(np.float32), where_from) > 0.5
         band = max(2, round(self._options.band * np.sqrt(np.count_nonzero(moved))))
         carried = cut_in_band(current.image, moved, model, band=band)
-        # Objects turn and the light changes: the next frame's colours are this frame's.
-        return carried, colour_model(current.image, carried) or model
+        # The colours stay those learned on the anchor the pass came from: refitted on each
+        # frame's own result, a frame's errors became the next frame's model and grew.
+        return carried, model
 
     # Bookkeeping.
     def _working(self, frame_index: int) -> _Working:
