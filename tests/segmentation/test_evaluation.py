@@ -226,26 +226,27 @@ def test_interactive_measures_the_clicked_frame_after_each_click(
     }
 
 
-def test_evaluate_vos_interactive(video: Video, tmp_path: Path) -> None:
+def evaluate_shapes(video: Video, tmp_path: Path, *arguments: str):
+    """``evaluate_vos`` with ``arguments`` on the synthetic sequence: its run and its JSON."""
     write_davis(video, tmp_path / "shapes")
     out = tmp_path / "scores.json"
-
     result = manage(
         "evaluate_vos",
         str(tmp_path / "shapes"),
-        "--clicks",
-        "1",
-        "--interactive",
-        "3",
+        *arguments,
         "--option",
         "work_size=320",
         "--json",
         str(out),
         env=project_env(tmp_path / "var"),
     )
-
     assert result.returncode == 0, result.stderr
-    figures = json.loads(out.read_text())
+    return result, json.loads(out.read_text())
+
+
+def test_evaluate_vos_interactive(video: Video, tmp_path: Path) -> None:
+    result, figures = evaluate_shapes(video, tmp_path, "--clicks", "1", "--interactive", "3")
+
     assert list(figures) == ["protocol", "clicks", "interactive"]
     interactive = figures["interactive"]
     assert interactive["max_clicks"] == 3
@@ -259,23 +260,8 @@ def test_evaluate_vos_interactive(video: Video, tmp_path: Path) -> None:
 
 
 def test_evaluate_vos_first_mask_protocol(video: Video, tmp_path: Path) -> None:
-    write_davis(video, tmp_path / "shapes")
-    out = tmp_path / "scores.json"
+    result, figures = evaluate_shapes(video, tmp_path, "--protocol", "first-mask")
 
-    result = manage(
-        "evaluate_vos",
-        str(tmp_path / "shapes"),
-        "--protocol",
-        "first-mask",
-        "--option",
-        "work_size=320",
-        "--json",
-        str(out),
-        env=project_env(tmp_path / "var"),
-    )
-
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(out.read_text())
     assert list(figures) == ["protocol", "first-mask"]
     assert figures["protocol"] == "first-mask"
     assert list(figures["first-mask"]) == ["sequences", "mean"]
