@@ -25,23 +25,25 @@ def mixture_log_likelihood(pixels: np.ndarray, mixture: np.ndarray) -> np.ndarra
     weights = flat[:count]
     means = flat[count : 4 * count].reshape(count, 3)
     covariances = flat[4 * count :].reshape(count, 3, 3)
-    colours = pixels.reshape(-1, 3).astype(np.float64)
-    best = np.full(len(colours), -np.inf)
-    terms = []
-    for weight, mean, covariance in zip(weights, means, covariances, strict=True):
-        if weight <= 0:
-            continue
-        inverse = np.linalg.inv(covariance)
-        _, log_determinant = np.linalg.slogdet(covariance)
-        offset = colours - mean
-        distance = np.einsum("ni,ij,nj->n", offset, inverse, offset)
-        term = np.log(weight) - 0.5 * (distance + log_determinant + 3 * np.log(2 * np.pi))
-        terms.append(term)
-        best = np.maximum(best, term)
-    total = np.zeros(len(colours))
-    for term in terms:
-        total += np.exp(term - best)
-    return best + np.log(total)
+    used = weights > 0
+    # (x - m)' C^-1 (x - m) = |L'x - L'm|^2 with C^-1 = L L': every component in one product
+    whiten = np.linalg.cholesky(np.linalg.inv(covariances[used]))  # k x 3 x 3
+    offsets = np.einsum("ki,kij->kj", means[used], whiten).ravel()
+    constants = np.log(weights[used]) - 0.5 * (
+        np.linalg.slogdet(covariances[used])[1] + 3 * np.log(2 * np.pi)
+    )
+    # components x pixels, so that every sum and maximum below runs along contiguous rows
+    colours = pixels.reshape(-1, 3).T.astype(np.float64)
+    projected = whiten.transpose(0, 2, 1).reshape(-1, 3) @ colours
+    projected -= offsets[:, None]
+    np.square(projected, out=projected)
+    terms = projected[0::3] + projected[1::3] + projected[2::3]
+    terms *= -0.5
+    terms += constants[:, None]
+    best = terms.max(axis=0)
+    terms -= best
+    np.exp(terms, out=terms)
+    return best + np.log(terms.sum(axis=0))
 
 
 def cut(
