@@ -1,6 +1,6 @@
 """The weight-free default engine: graph cuts from clicks, optical flow to propagate.
 
-- Clicks act one by one through :func:`~segmentation.engines.cutout.cut_clicks`, each correcting
+- Clicks act one by one through :func:`~segmentation.engines.click_cut.cut_clicks`, each correcting
   the mask the earlier ones left. The frame becomes an anchor for the object, holding its clicks
   and mask (and, once propagation needs them, the colour models learned there). When the frame
   had a propagated mask before its first click, the clicks correct that mask. A new list of
@@ -25,7 +25,8 @@ import cv2
 import numpy as np
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
-from segmentation.engines.cutout import Click, ColourModel, colour_model, cut_clicks, cut_in_band
+from segmentation.engines.click_cut import Click, Terrain, cut_clicks
+from segmentation.engines.cutout import ColourModel, colour_model, cut_in_band
 from segmentation.engines.flow import PRESETS, FlowWarp, warp
 from segmentation.engines.frames import FrameSource
 
@@ -36,7 +37,7 @@ class ClassicOptions(EngineOptions):
     flow_preset: str = "fast"  # DIS optical flow: ultrafast, fast or medium
     band: float = 0.04  # re-cut band on propagation, as a share of the object's size
     click_radius: int = 3  # pixels around a click that are certainly in (or out)
-    click_iterations: int = 3  # GrabCut rounds when clicked
+    click_iterations: int = 1  # rounds of learning colours and cutting per click
 
     def __post_init__(self) -> None:
         if not 64 <= self.work_size <= 4096:
@@ -96,6 +97,7 @@ class ClassicVideoState(VideoState):
         self._models: dict[int, ColourModel | None] = {}
         self._previous: _Working | None = None
         self._origin = -1
+        self._terrain: tuple[int, Terrain] | None = None  # the last clicked frame's
 
     # Clicks.
     def _segment(self, frame_index: int, object_id: int) -> Masks:
@@ -111,11 +113,13 @@ class ClassicVideoState(VideoState):
         seeds: tuple[Click, ...] = ()
         if old is not None and old.clicks == clicks[: len(old.clicks)]:
             seeds, start, done = old.seeds, old.mask, len(old.clicks)
+        elif prior is not None and prior.any():  # the clicks correct the propagated mask
+            seeds, start, done = (_deepest_click(prior),), prior, 0
         else:
             width, height = self._work_size
-            start, done = (prior if prior is not None else np.zeros((height, width), bool)), 0
+            start, done = np.zeros((height, width), bool), 0
         mask = cut_clicks(
-            self._working(frame_index).image,
+            self._clicked_frame(frame_index),
             [*seeds, *clicks],
             start=start,
             done=len(seeds) + done,
@@ -130,11 +134,8 @@ class ClassicVideoState(VideoState):
         # an anchor with no clicks: later clicks there refine this mask (see _segment)
         small = cv2.resize(mask.astype(np.float32), self._work_size, interpolation=cv2.INTER_AREA)
         anchored = small >= 0.5
-        seeds: tuple[Click, ...] = ()
-        if anchored.any():  # later clicks correct it as if its deepest point had been clicked
-            depth = cv2.distanceTransform(anchored.view(np.uint8), cv2.DIST_L2, 5)
-            y, x = np.unravel_index(int(np.argmax(depth)), depth.shape)
-            seeds = (Click(float(x), float(y), True),)
+        # later clicks correct it as if its deepest point had been clicked
+        seeds = (_deepest_click(anchored),) if anchored.any() else ()
         self._anchors.setdefault(object_id, {})[frame_index] = Anchor(
             [], anchored, None, seeds=seeds
         )
@@ -246,6 +247,11 @@ class ClassicVideoState(VideoState):
         )
         return _Working(frame_index, image, cv2.cvtColor(image, cv2.COLOR_RGB2GRAY))
 
+    def _clicked_frame(self, frame_index: int) -> Terrain:
+        if self._terrain is None or self._terrain[0] != frame_index:
+            self._terrain = (frame_index, Terrain(self._working(frame_index).image))
+        return self._terrain[1]
+
     def _nearest_model(self, object_id: int, frame_index: int) -> ColourModel | None:
         anchors = self._anchors.get(object_id, {})
         for index in sorted(anchors, key=lambda i: (abs(i - frame_index), i)):
@@ -294,3 +300,10 @@ class ClassicVideoState(VideoState):
             object_id: covered & (owner == number)
             for number, object_id in enumerate(self.object_ids)
         }
+
+
+def _deepest_click(mask: np.ndarray) -> Click:
+    """A positive click at the point of ``mask`` farthest from its edge."""
+    depth = cv2.distanceTransform(mask.view(np.uint8), cv2.DIST_L2, 5)
+    y, x = np.unravel_index(int(np.argmax(depth)), depth.shape)
+    return Click(float(x), float(y), True)

@@ -1,0 +1,182 @@
+"""Cutting one object out of one frame from clicks, the weight-free way.
+
+Works on a frame at the engine's working size (RGB, uint8) and boolean masks of that size.
+Clicks act one at a time, each on the mask the ones before it left:
+
+- Every click cuts the frame afresh from all the clicks so far. Each pixel is weighed by its
+  colour (Gaussian mixtures of the object, learned near the positive clicks, and of the rest)
+  and by where it lies: geodesically nearer the positive clicks than the negative ones and the
+  frame's edge, on a cost that rises steeply across colour edges, is likelier object. A graph
+  cut (:mod:`~segmentation.engines.graphcut`) settles the two; a click's own pixels are fixed.
+- After the first click, a click only changes the mask where it was put: a positive click adds
+  the part of the new cut around it (within reach of the object's size), a negative click
+  removes the part of the mask around it that the new cut gave up. So a click never undoes what
+  the earlier ones got right, and every click visibly does what it asked.
+
+Geodesic distances are taken at half the working size: they only outline where the object may
+be, and they are the costliest step of a click. :class:`Terrain` keeps what does not depend on
+the clicks, so that further clicks on a frame are cheaper than its first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+from skimage.graph import MCP_Geometric
+
+from segmentation.engines.cutout import crop_box, fit_mixture
+from segmentation.engines.graphcut import cut as graph_cut
+from segmentation.engines.graphcut import mixture_log_likelihood
+
+EDGE_SEED_STEP = 2  # every 2nd pixel (at half size) of the frame's edge seeds the background
+COLOUR_LIMIT = 8.0  # the most a pixel's colour alone can say (log-likelihood ratio)
+PLACE_WEIGHT = 4.0  # the weight of where a pixel lies relative to the clicks
+CORE = 0.5  # the object's colours are learned where the positive clicks are 2x nearer
+CROP_MARGIN = 0.5  # the cut sees the likely object grown by half its size on each side
+REACH = 0.5  # a positive click adds at most this share of the object's size around itself
+
+
+@dataclass(frozen=True)
+class Click:
+    x: float  # working-size pixels
+    y: float
+    positive: bool
+
+
+@dataclass
+class Terrain:
+    """A frame as clicks see it: its colours, the walking cost and the distance to its edge."""
+
+    image: np.ndarray
+    cost: np.ndarray = field(init=False)  # half size
+    to_edge: np.ndarray = field(init=False)  # half size, geodesic
+
+    def __post_init__(self) -> None:
+        height, width = self.image.shape[:2]
+        self.cost = cv2.resize(
+            edge_cost(self.image),
+            (max(width // 2, 1), max(height // 2, 1)),
+            interpolation=cv2.INTER_AREA,
+        )
+        rows, columns = self.cost.shape
+        across, down = range(0, columns, EDGE_SEED_STEP), range(0, rows, EDGE_SEED_STEP)
+        edge = [(0, x) for x in across] + [(rows - 1, x) for x in across]
+        edge += [(y, 0) for y in down] + [(y, columns - 1) for y in down]
+        self.to_edge = _geodesic(self.cost, edge)
+
+    def distance(self, clicks: list[Click]) -> np.ndarray:
+        """Geodesic distance from the clicks, at half size; inf everywhere without clicks."""
+        rows, columns = self.cost.shape
+        starts = [
+            (min(max(round(c.y / 2), 0), rows - 1), min(max(round(c.x / 2), 0), columns - 1))
+            for c in clicks
+        ]
+        return _geodesic(self.cost, starts) if starts else np.full(self.cost.shape, np.inf)
+
+
+def cut_clicks(
+    terrain: Terrain,
+    clicks: list[Click],
+    *,
+    start: np.ndarray,
+    done: int = 0,
+    click_radius: int = 3,
+    iterations: int = 1,
+) -> np.ndarray:
+    """Apply ``clicks[done:]`` one by one to the mask ``start`` (which holds ``clicks[:done]``)."""
+    mask = start
+    for number in range(done, len(clicks)):
+        fresh = _cut(terrain, clicks[: number + 1], mask, click_radius, iterations)
+        mask = fresh if not mask.any() else _merge(mask, fresh, clicks[number])
+    return mask
+
+
+def edge_cost(image: np.ndarray) -> np.ndarray:
+    """The cost of walking over each pixel: 1 in flat regions, rising steeply across edges."""
+    lab = cv2.cvtColor(cv2.GaussianBlur(image, (3, 3), 0), cv2.COLOR_RGB2LAB).astype(np.float32)
+    gradient = np.zeros(lab.shape[:2], np.float32)
+    for channel in cv2.split(lab):
+        gradient += cv2.Sobel(channel, cv2.CV_32F, 1, 0) ** 2
+        gradient += cv2.Sobel(channel, cv2.CV_32F, 0, 1) ** 2
+    gradient = np.sqrt(gradient)
+    return 1.0 + 10.0 * gradient / (gradient.mean() + 1e-6)
+
+
+def _cut(
+    terrain: Terrain, clicks: list[Click], previous: np.ndarray, radius: int, iterations: int
+) -> np.ndarray:
+    """The object as all of ``clicks`` describe it, cut from the whole frame."""
+    positives = [c for c in clicks if c.positive]
+    if not positives:
+        return np.zeros(previous.shape, bool)
+    height, width = previous.shape
+    near_in = terrain.distance(positives)
+    near_out = np.minimum(terrain.distance([c for c in clicks if not c.positive]), terrain.to_edge)
+    # from +1 (at a positive click) to -1 (at a negative click or the edge)
+    place = cv2.resize(((near_out - near_in) / (near_out + near_in + 1e-6)), (width, height))
+    likely = place > 0
+    top, bottom, left, right = crop_box(likely | previous, likely.shape, margin=CROP_MARGIN)
+    window = np.s_[top:bottom, left:right]
+    image, place, likely = terrain.image[window], place[window], likely[window]
+    core = cv2.resize((near_in < CORE * near_out).view(np.uint8), (width, height))[window]
+    hard_in, hard_out = np.zeros(likely.shape, np.uint8), np.zeros(likely.shape, np.uint8)
+    for click in clicks:
+        centre = (round(click.x) - left, round(click.y) - top)
+        cv2.circle(hard_in if click.positive else hard_out, centre, radius, 1, thickness=-1)
+    pixels = image.reshape(-1, 3)
+    learn_from = core.astype(bool) if core.any() else likely
+    mask = likely
+    for _ in range(iterations):
+        if mask.all() or not mask.any() or not learn_from.any():
+            break
+        foreground = fit_mixture(pixels[learn_from.ravel()])
+        background = fit_mixture(pixels[~mask.ravel()])
+        colour = mixture_log_likelihood(pixels, foreground) - mixture_log_likelihood(
+            pixels, background
+        )
+        unary = np.clip(colour.reshape(place.shape), -COLOUR_LIMIT, COLOUR_LIMIT)
+        unary += PLACE_WEIGHT * place
+        mask = graph_cut(image, unary, hard_in=hard_in.astype(bool), hard_out=hard_out.astype(bool))
+        learn_from = mask
+    whole = np.zeros(previous.shape, bool)
+    whole[window] = mask
+    return _keep_clicked_parts(whole, positives)
+
+
+def _merge(previous: np.ndarray, fresh: np.ndarray, click: Click) -> np.ndarray:
+    """``previous`` changed only around ``click``: by the part of ``fresh`` it adds (positive)
+    or by the part of ``previous`` that ``fresh`` gives up (negative) that holds the click."""
+    height, width = previous.shape
+    x, y = min(max(round(click.x), 0), width - 1), min(max(round(click.y), 0), height - 1)
+    change = fresh & ~previous if click.positive else previous & ~fresh
+    _, labels = cv2.connectedComponents(change.view(np.uint8), connectivity=8)
+    if labels[y, x] == 0:
+        return previous
+    part = labels == labels[y, x]
+    if not click.positive:
+        return previous & ~part
+    # a weak edge must not let one click flood the frame
+    reach = REACH * np.sqrt(np.count_nonzero(previous))
+    rows, columns = np.ogrid[:height, :width]
+    return previous | (part & ((columns - click.x) ** 2 + (rows - click.y) ** 2 <= reach**2))
+
+
+def _geodesic(cost: np.ndarray, starts: list[tuple[int, int]]) -> np.ndarray:
+    distances, _ = MCP_Geometric(cost).find_costs(starts)
+    # scikit-image may answer in Fortran order, which OpenCV refuses
+    return np.ascontiguousarray(distances, np.float32)
+
+
+def _keep_clicked_parts(mask: np.ndarray, positives: list[Click]) -> np.ndarray:
+    """Only the connected parts of ``mask`` that hold a positive click."""
+    count, labels = cv2.connectedComponents(mask.view(np.uint8), connectivity=8)
+    if count <= 2 or not positives:
+        return mask
+    height, width = mask.shape
+    clicked = {
+        labels[min(max(round(c.y), 0), height - 1), min(max(round(c.x), 0), width - 1)]
+        for c in positives
+    } - {0}
+    return np.isin(labels, list(clicked)) if clicked else mask
