@@ -6,8 +6,9 @@
   had a propagated mask before its first click, the clicks correct that mask. A new list of
   clicks that extends the anchor's only applies the new ones (the SAM 2 demo resends every click
   each time); any other list is replayed from the start.
-- Propagation carries each object's mask to the next frame along DIS optical flow and re-cuts a
-  band around its edge with a graph cut that weighs colour models against a prior for the moved
+- Propagation carries each object's mask to the next frame both along DIS optical flow and by
+  the object's motion as a whole (a similarity transform fitted to its flow), and re-cuts a band
+  around the union with a graph cut that weighs colour models against a prior for the moved
   shape; the models are the anchor's, kept through the pass (refitted on every frame, they
   learned each frame's errors and passed them on). A given mask is an anchor too. On an anchor the
   propagated mask is replaced by the anchor's, so later clicks correct from there, and a pass
@@ -27,15 +28,15 @@ import numpy as np
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
 from segmentation.engines.click_cut import Click, Terrain, cut_clicks
 from segmentation.engines.cutout import ColourModel, colour_model, cut_in_band
-from segmentation.engines.flow import PRESETS, FlowWarp, warp
+from segmentation.engines.flow import PRESETS, FlowWarp, object_motion, warp, warp_rigid
 from segmentation.engines.frames import FrameSource
 
 
 @dataclass(frozen=True)
 class ClassicOptions(EngineOptions):
     work_size: int = 480  # pixels on the long side of the frames the engine works on
-    flow_preset: str = "fast"  # DIS optical flow: ultrafast, fast or medium
-    band: float = 0.04  # re-cut band on propagation, as a share of the object's size
+    flow_preset: str = "medium"  # DIS optical flow: ultrafast, fast or medium
+    band: float = 0.1  # re-cut band on propagation, as a share of the object's size
     click_radius: int = 3  # pixels around a click that are certainly in (or out)
     click_iterations: int = 1  # rounds of learning colours and cutting per click
 
@@ -228,12 +229,24 @@ class ClassicVideoState(VideoState):
         current: _Working,
         where_from: np.ndarray,
     ) -> tuple[np.ndarray | None, ColourModel | None]:
-        """One object's mask moved along the flow onto ``current`` and re-cut at its edge."""
+        """One object's mask moved onto ``current`` and re-cut at its edge.
+
+        The mask moves twice: pixel by pixel along the flow, and as a whole by the object's
+        fitted motion. The cut chooses within their union (what either move reaches may be the
+        object) and keeps only where both agree for sure."""
         if carried is None or not carried.any() or model is None:
             return None, model
-        moved = warp(carried.astype(np.float32), where_from) > 0.5
-        band = max(2, round(self._options.band * np.sqrt(np.count_nonzero(moved))))
-        carried = cut_in_band(current.image, moved, model, band=band)
+        old = carried.astype(np.float32)
+        by_flow = warp(old, where_from) > 0.5
+        motion = object_motion(by_flow, where_from)
+        by_object = by_flow if motion is None else warp_rigid(old, motion) > 0.5
+        reach = by_flow | by_object
+        if not reach.any():
+            return None, model
+        # An object partly hidden for a while must be able to grow back to its learned size.
+        area = max(np.count_nonzero(reach), model.area)
+        band = max(2, round(self._options.band * np.sqrt(area)))
+        carried = cut_in_band(current.image, reach, model, band=band, sure=by_flow & by_object)
         # The colours stay those learned on the anchor the pass came from: refitted on each
         # frame's own result, a frame's errors became the next frame's model and grew.
         return carried, model

@@ -26,12 +26,11 @@ import cv2
 import numpy as np
 from skimage.graph import MCP_Geometric
 
-from segmentation.engines.cutout import crop_box, fit_mixture
+from segmentation.engines.cutout import COLOUR_LIMIT, crop_box, fit_mixture
 from segmentation.engines.graphcut import cut as graph_cut
 from segmentation.engines.graphcut import mixture_log_likelihood
 
 EDGE_SEED_STEP = 2  # every 2nd pixel (at half size) of the frame's edge seeds the background
-COLOUR_LIMIT = 8.0  # the most a pixel's colour alone can say (log-likelihood ratio)
 PLACE_WEIGHT = 4.0  # the weight of where a pixel lies relative to the clicks
 CORE = 0.5  # the object's colours are learned where the positive clicks are 2x nearer
 CROP_MARGIN = 0.5  # the cut sees the likely object grown by half its size on each side

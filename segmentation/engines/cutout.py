@@ -26,14 +26,33 @@ from segmentation.engines.graphcut import mixture_log_likelihood
 
 COMPONENTS = 5  # GrabCut's mixtures: 5 components x (1 weight + 3 means + 9 covariances)
 COVARIANCE_FLOOR = 1.0  # added to the diagonal, so a flat colour still has a volume
+COLOUR_LIMIT = 8.0  # the most a pixel's colour alone can say (log-likelihood ratio)
+# A colour the object's mixture finds e^100 times less likely than the least likely of the
+# object's own pixels is not the object's, whatever the background's mixture makes of it.
+ALIEN_MARGIN = 100.0
 
 
 @dataclass(frozen=True)
 class ColourModel:
-    """Background and foreground Gaussian mixtures, each 1 x 65 in GrabCut's layout."""
+    """Background and foreground Gaussian mixtures, each 1 x 65 in GrabCut's layout, the
+    log-likelihood under the foreground's below which a colour is alien to the object, and the
+    object's area (pixels) where the models were learned."""
 
     background: np.ndarray
     foreground: np.ndarray
+    alien: float = -np.inf
+    area: int = 0
+
+    def evidence(self, pixels: np.ndarray) -> np.ndarray:
+        """How much each pixel's colour (N x 3) says "object" (positive) or "background", within
+        ``COLOUR_LIMIT``. Between two mixtures that both explain a colour badly, the ratio means
+        little: a colour alien to the object counts as background at full strength."""
+        own = mixture_log_likelihood(pixels, self.foreground)
+        ratio = np.clip(
+            own - mixture_log_likelihood(pixels, self.background), -COLOUR_LIMIT, COLOUR_LIMIT
+        )
+        ratio[own < self.alien] = -COLOUR_LIMIT
+        return ratio
 
 
 def cut_in_band(
@@ -42,14 +61,16 @@ def cut_in_band(
     model: ColourModel,
     *,
     band: int,
+    sure: np.ndarray | None = None,
     prior_weight: float = 4.0,
 ) -> np.ndarray:
     """Re-cut ``carried`` within ``band`` pixels of its edge, with ``model``'s colours and a prior
-    that favours the carried shape, the more so the deeper a pixel lies on either side."""
+    that favours the carried shape, the more so the deeper a pixel lies on either side. Pixels
+    deeper than ``band`` inside ``sure`` (default: ``carried``) stay in."""
     if not carried.any():
         return carried
     kernel = disk(band)
-    inside = cv2.erode(carried.view(np.uint8), kernel).astype(bool)
+    inside = cv2.erode((carried if sure is None else sure).view(np.uint8), kernel).astype(bool)
     near = cv2.dilate(carried.view(np.uint8), kernel).astype(bool)
     top, bottom, left, right = crop_box(near, carried.shape, margin=0.0, pad=2)
     crop = carried[top:bottom, left:right].view(np.uint8)
@@ -57,15 +78,16 @@ def cut_in_band(
     depth_in = cv2.distanceTransform(crop, cv2.DIST_L2, 3)
     depth_out = cv2.distanceTransform(1 - crop, cv2.DIST_L2, 3)
     signed = np.clip((depth_in - depth_out) / band, -1.0, 1.0)
-    colour = mixture_log_likelihood(pixels, model.foreground) - mixture_log_likelihood(
-        pixels, model.background
-    )
-    unary = colour.reshape(signed.shape) + prior_weight * signed
+    # however sure the colours, the carried shape keeps a say
+    colour = model.evidence(pixels).reshape(signed.shape)
+    # and however sure the shape, a colour that is clearly not the object's is not forced in
+    # (something passing in front moves the flow, and with it the carried shape)
+    sure_in = inside[top:bottom, left:right] & (colour > -COLOUR_LIMIT)
     mask = np.zeros(carried.shape, bool)
     mask[top:bottom, left:right] = graph_cut(
         pixels,
-        unary,
-        hard_in=inside[top:bottom, left:right],
+        colour + prior_weight * signed,
+        hard_in=sure_in,
         hard_out=~near[top:bottom, left:right],
     )
     return mask
@@ -79,7 +101,14 @@ def colour_model(image: np.ndarray, mask: np.ndarray) -> ColourModel | None:
     pixels, inside = image[top:bottom, left:right], mask[top:bottom, left:right]
     if inside.all():
         pixels, inside = image, mask
-    return ColourModel(fit_mixture(pixels[~inside]), fit_mixture(pixels[inside]))
+    foreground = fit_mixture(pixels[inside])
+    own = mixture_log_likelihood(pixels[inside], foreground)
+    return ColourModel(
+        fit_mixture(pixels[~inside]),
+        foreground,
+        alien=float(own.min()) - ALIEN_MARGIN,
+        area=int(np.count_nonzero(mask)),
+    )
 
 
 def fit_mixture(pixels: np.ndarray, *, limit: int = 20000) -> np.ndarray:

@@ -11,6 +11,8 @@ import numpy as np
 
 # DIS refuses pictures smaller than its patches; smaller frames are padded (edge pixels repeated)
 MIN_SIDE = 16
+MOTION_SAMPLES = 400  # flow vectors an object's motion is fitted to
+MOTION_MIN_PIXELS = 6
 
 PRESETS = {
     "ultrafast": cv2.DISOPTICAL_FLOW_PRESET_ULTRAFAST,
@@ -48,4 +50,34 @@ def warp(values: np.ndarray, where_from: np.ndarray) -> np.ndarray:
     """``values`` (float32, old frame) resampled at ``where_from`` (a :meth:`backward_map`)."""
     return cv2.remap(
         values, where_from, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0
+    )
+
+
+def object_motion(region: np.ndarray, where_from: np.ndarray) -> np.ndarray | None:
+    """The motion of the object in ``region`` (a mask on the new frame) as one similarity
+    transform (2 x 3, new frame to old), fitted robustly to the flow of its pixels; None when
+    the region is too small to tell. Parts that the flow loses (fast limbs, pixels crossing an
+    occluder) still move with the object as a whole."""
+    rows, columns = np.nonzero(region)
+    if len(rows) < MOTION_MIN_PIXELS:
+        return None
+    step = max(1, len(rows) // MOTION_SAMPLES)  # evenly spread, so the same input fits the same
+    rows, columns = rows[::step], columns[::step]
+    here = np.stack([columns, rows], axis=1).astype(np.float32)
+    motion, _ = cv2.estimateAffinePartial2D(
+        here, where_from[rows, columns], method=cv2.RANSAC, ransacReprojThreshold=2.0
+    )
+    return motion
+
+
+def warp_rigid(values: np.ndarray, motion: np.ndarray) -> np.ndarray:
+    """``values`` (float32, old frame) moved by ``motion`` (an :func:`object_motion`)."""
+    height, width = values.shape
+    return cv2.warpAffine(
+        values,
+        motion,
+        (width, height),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=0,
     )
