@@ -305,9 +305,9 @@ def test_evaluate_vos_refuses_a_folder_without_sequences(tmp_path: Path) -> None
 # A ratchet (issue 16): floors a little under what the committed engine reaches on the 19
 # sequences of ../shared/data/vos, so that a regression fails here; raise them with each
 # improvement. Measured with `manage.py evaluate_vos ../shared/data/vos --clicks 3` (classic,
-# about 90 s on 2 cores): mean 3-click J&F 0.410, worst 0.098 (swing). The targets are 0.75
-# and 0.40.
-DAVIS_MEAN_JF_FLOOR = 0.39
+# about 2 minutes on 2 cores): mean 3-click J&F 0.564, worst 0.083 (dog-agility: the three
+# clicks leave its head out, and the propagation loses the dog). The targets are 0.75 and 0.40.
+DAVIS_MEAN_JF_FLOOR = 0.54
 DAVIS_WORST_JF_FLOOR = 0.07
 
 
