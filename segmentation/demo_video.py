@@ -44,25 +44,59 @@ def _floor(random: np.random.Generator) -> np.ndarray:
     return np.clip(base + grain, 0, 255).astype(np.uint8)
 
 
+def demo_masks(index: int) -> dict[str, np.ndarray]:
+    """Where each drawn object is seen on frame ``index`` (what one click on it should find):
+    ``ball``, ``box`` and ``star``, each without the parts the objects drawn later hide."""
+    t = index / (FPS * SECONDS)
+    layers = {}
+    for name, draw in (("ball", _draw_ball), ("box", _draw_box), ("star", _draw_star)):
+        layer = np.zeros((HEIGHT, WIDTH, 3), np.uint8)
+        draw(layer, t, solid=True)
+        layers[name] = layer[..., 0] > 127
+    return {
+        "ball": layers["ball"] & ~layers["box"] & ~layers["star"],
+        "box": layers["box"] & ~layers["star"],
+        "star": layers["star"],
+    }
+
+
 def _scene(floor: np.ndarray, t: float) -> np.ndarray:
     """The frame at ``t`` in [0, 1) of the loop."""
     image = floor.copy()
+    for draw in (_draw_ball, _draw_box, _draw_star):
+        draw(image, t)
+    return image
+
+
+def _draw_ball(image: np.ndarray, t: float, *, solid: bool = False) -> None:
+    """A red ball rolling along an ellipse (``solid``: the ball alone, in white)."""
     angle = 2 * np.pi * t
-    # A red ball rolling along an ellipse.
     centre = (int(WIDTH / 2 + 260 * np.cos(angle)), int(HEIGHT / 2 + 120 * np.sin(angle)))
+    if solid:
+        cv2.circle(image, centre, 58, (255, 255, 255), -1, cv2.LINE_AA)
+        return
     cv2.circle(image, (centre[0] + 6, centre[1] + 10), 58, (70, 80, 70), -1, cv2.LINE_AA)
     cv2.circle(image, centre, 58, (205, 45, 40), -1, cv2.LINE_AA)
     cv2.circle(image, (centre[0] - 18, centre[1] - 20), 16, (245, 150, 140), -1, cv2.LINE_AA)
-    # A blue box turning in place.
+
+
+def _draw_box(image: np.ndarray, t: float, *, solid: bool = False) -> None:
+    """A blue box with a white rim, turning in place."""
+    angle = 2 * np.pi * t
     box = cv2.boxPoints(((WIDTH * 0.3, HEIGHT * 0.45), (130, 90), np.degrees(angle) * 0.5))
-    cv2.fillPoly(image, [box.astype(np.int32)], (40, 80, 190), cv2.LINE_AA)
-    cv2.polylines(image, [box.astype(np.int32)], True, (230, 230, 240), 4, cv2.LINE_AA)
-    # A yellow star crossing the frame.
+    fill, rim = ((255, 255, 255),) * 2 if solid else ((40, 80, 190), (230, 230, 240))
+    cv2.fillPoly(image, [box.astype(np.int32)], fill, cv2.LINE_AA)
+    cv2.polylines(image, [box.astype(np.int32)], True, rim, 4, cv2.LINE_AA)
+
+
+def _draw_star(image: np.ndarray, t: float, *, solid: bool = False) -> None:
+    """A yellow star crossing the frame."""
+    angle = 2 * np.pi * t
     star_x = int(-80 + (WIDTH + 160) * t)
     points = []
     for k in range(10):
         radius = 62 if k % 2 == 0 else 26
         a = angle * 2 + k * np.pi / 5
         points.append((star_x + radius * np.cos(a), HEIGHT * 0.72 + radius * np.sin(a)))
-    cv2.fillPoly(image, [np.array(points, np.int32)], (235, 200, 40), cv2.LINE_AA)
-    return image
+    colour = (255, 255, 255) if solid else (235, 200, 40)
+    cv2.fillPoly(image, [np.array(points, np.int32)], colour, cv2.LINE_AA)
