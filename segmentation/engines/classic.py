@@ -324,6 +324,8 @@ class ClassicVideoState(VideoState):
                 soft.append(cv2.resize(smooth, size, interpolation=cv2.INTER_LINEAR))
         if not soft:
             return {}
+        if len(soft) == 1:  # nothing to share
+            return {self.object_ids[0]: soft[0] > 0.5}
         stack = np.stack(soft)
         owner = np.argmax(stack, axis=0)
         covered = stack.max(axis=0) > 0.5
