@@ -55,10 +55,28 @@ class ColourModel:
         return ratio
 
 
+class EvidenceMap:
+    """A model's colour evidence (:meth:`ColourModel.evidence`) over one frame, worked out for
+    a pixel only when first asked for: a frame's steps look at overlapping regions."""
+
+    def __init__(self, image: np.ndarray, model: ColourModel) -> None:
+        self.image, self.model = image, model
+        self._values = np.full(image.shape[:2], np.nan, np.float32)
+
+    def at(self, region: np.ndarray | tuple[slice, slice]) -> np.ndarray:
+        """The evidence at ``region`` (a boolean mask, or a window as two slices)."""
+        values = self._values[region]
+        missing = np.isnan(values)
+        if missing.any():
+            values[missing] = self.model.evidence(self.image[region][missing])
+            self._values[region] = values
+        return values
+
+
 def cut_in_band(
     image: np.ndarray,
     carried: np.ndarray,
-    model: ColourModel,
+    model: ColourModel | EvidenceMap,
     *,
     band: int,
     sure: np.ndarray | None = None,
@@ -66,7 +84,8 @@ def cut_in_band(
 ) -> np.ndarray:
     """Re-cut ``carried`` within ``band`` pixels of its edge, with ``model``'s colours and a prior
     that favours the carried shape, the more so the deeper a pixel lies on either side. Pixels
-    deeper than ``band`` inside ``sure`` (default: ``carried``) stay in."""
+    deeper than ``band`` inside ``sure`` (default: ``carried``) stay in. ``model`` may come as an
+    :class:`EvidenceMap` of it on ``image``, to reuse what was already worked out there."""
     if not carried.any():
         return carried
     kernel = disk(band)
@@ -79,7 +98,8 @@ def cut_in_band(
     depth_out = cv2.distanceTransform(1 - crop, cv2.DIST_L2, 3)
     signed = np.clip((depth_in - depth_out) / band, -1.0, 1.0)
     # however sure the colours, the carried shape keeps a say
-    colour = model.evidence(pixels).reshape(signed.shape)
+    evidence = model if isinstance(model, EvidenceMap) else EvidenceMap(image, model)
+    colour = evidence.at(np.s_[top:bottom, left:right])
     # and however sure the shape, a colour that is clearly not the object's is not forced in
     # (something passing in front moves the flow, and with it the carried shape)
     sure_in = inside[top:bottom, left:right] & (colour > -COLOUR_LIMIT)
