@@ -1,10 +1,18 @@
-"""The drawn default video's objects, as the benchmark on it sees them."""
+"""The drawn default video: its objects, and the default engine on it as a new user meets it."""
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-from segmentation.demo_video import HEIGHT, WIDTH, demo_masks
+import numpy as np
+import pytest
+
+from segmentation.demo_video import HEIGHT, WIDTH, demo_masks, demo_video_write
+from segmentation.engines.base import VideoState
+from segmentation.engines.classic import ClassicEngine
+from segmentation.engines.frames import VideoFileFrames
+from segmentation.evaluation.clicks import first_click
+from segmentation.evaluation.metrics import region_similarity
 
 
 def test_the_masks_are_where_the_objects_are_seen() -> None:
@@ -25,3 +33,64 @@ def test_the_masks_are_where_the_objects_are_seen() -> None:
         "star": 5001,
     }
     assert not (crossing["ball"] & (crossing["box"] | crossing["star"])).any()
+
+
+@pytest.fixture(scope="module")
+def default_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("default") / "default.mp4"
+    demo_video_write(path)
+    return path
+
+
+def click_centre(state: VideoState, object_id: int, truth: np.ndarray) -> np.ndarray:
+    point = first_click(truth)  # the object's deepest point
+    masks = state.add_points(
+        frame_index=0,
+        object_id=object_id,
+        points=[[point.x / (WIDTH - 1), point.y / (HEIGHT - 1)]],
+        labels=[1],
+    )
+    return masks[object_id]
+
+
+def test_the_classic_engine_holds_the_box_and_the_ball_through_the_video(
+    default_video: Path,
+) -> None:
+    """One click on the box, and the ball's true mask (its click is the test below), then the
+    whole video: the star and the box pass in front of the ball on frames 44 to 56."""
+    frames = VideoFileFrames(default_video)
+    state = ClassicEngine().open(frames)
+    try:
+        first = demo_masks(0)
+        state.add_mask(frame_index=0, object_id=1, mask=first["ball"])
+        box = click_centre(state, 2, first["box"])
+        along = {"ball": [], "box": []}
+        for frame_index, masks in state.propagate(start_frame_index=0):
+            truth = demo_masks(frame_index)
+            along["ball"].append(region_similarity(masks[1], truth["ball"]))
+            along["box"].append(region_similarity(masks[2], truth["box"]))
+    finally:
+        state.close()
+        frames.close()
+
+    assert region_similarity(box, first["box"]) >= 0.9
+    assert len(along["ball"]) == len(along["box"]) == 144
+    assert min(along["ball"]) >= 0.85
+    assert min(along["box"]) >= 0.85
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 16: the ball's mask takes its drawn shadow (IoU 0.867), as the colours learned "
+    "near the click include the dark crescent beside it",
+)
+def test_one_click_on_the_ball_finds_the_ball(default_video: Path) -> None:
+    frames = VideoFileFrames(default_video)
+    state = ClassicEngine().open(frames)
+    try:
+        ball = click_centre(state, 1, demo_masks(0)["ball"])
+    finally:
+        state.close()
+        frames.close()
+
+    assert region_similarity(ball, demo_masks(0)["ball"]) >= 0.9
