@@ -9,9 +9,13 @@
 - Propagation carries each object's mask to the next frame both along DIS optical flow and by
   the object's motion as a whole (a similarity transform fitted to its flow), and re-cuts a band
   around the union (widened by where the object was in the last three frames) with a graph cut
-  that weighs colour models against a prior for the moved shape; the models are the anchor's,
-  kept through the pass (refitted on every frame, they learned each frame's errors and passed
-  them on). A given mask is an anchor too. On an anchor the propagated mask is replaced by the
+  that weighs colour models against a prior for the moved shape. The object's colour model is
+  the anchor's, kept through the pass (refitted on every frame, it learned each frame's errors
+  and passed them on); the background's is relearned on every frame from the anchor's and from
+  a ring around the object, as its surroundings change while it moves. A motion fitted to the
+  flow of something passing in front would carry the object away: the object's motion is fitted
+  where the frame still looks like it, and checked against its last one. A given mask is an
+  anchor too. On an anchor the propagated mask is replaced by the
   anchor's, so later clicks correct from there, and a pass that starts where an object has no
   mask first carries it there from its nearest anchor.
 - All work happens at a working size (``work_size`` on the long side); masks are scaled back to
@@ -270,9 +274,13 @@ class ClassicVideoState(VideoState):
         area = max(np.count_nonzero(reach), model.area)
         band = max(2, round(self._options.band * np.sqrt(area)))
         mask = cut_in_band(current.image, reach, evidence, band=band, sure=by_flow & by_object)
-        # The colours stay those learned on the anchor the pass came from: refitted on each
-        # frame's own result, a frame's errors became the next frame's model and grew.
-        return _Track(mask, model, recent, motion)
+        # The object's colours stay those learned on the anchor the pass came from: refitted on
+        # each frame's own result, a frame's errors became the next frame's model and grew. Its
+        # surroundings change as it moves, though, and a colour new to the background must not
+        # pass for the object's: the background is relearned on every frame, half from the
+        # anchor's and half from a ring around where the object may be now.
+        surroundings = current.image[_ring(mask | reach, band)]
+        return _Track(mask, model.with_surroundings(surroundings), recent, motion)
 
     # Bookkeeping.
     def _working(self, frame_index: int) -> _Working:
@@ -372,3 +380,9 @@ def _object_move(
     scores = [float(evidence.at(mask).sum()) for mask in moved]
     best = int(np.argmax(scores))  # the fitted motion on a tie
     return candidates[best], moved[best]
+
+
+def _ring(region: np.ndarray, band: int) -> np.ndarray:
+    """The pixels more than ``band`` and at most ``3 * band`` pixels away from ``region``."""
+    away = cv2.distanceTransform((~region).view(np.uint8), cv2.DIST_L2, 3)
+    return (away > band) & (away <= 3 * band)

@@ -16,6 +16,7 @@ Clicks are cut in :mod:`~segmentation.engines.click_cut`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import cv2
@@ -30,18 +31,30 @@ COLOUR_LIMIT = 8.0  # the most a pixel's colour alone can say (log-likelihood ra
 # A colour the object's mixture finds e^100 times less likely than the least likely of the
 # object's own pixels is not the object's, whatever the background's mixture makes of it.
 ALIEN_MARGIN = 100.0
+BACKGROUND_SAMPLE = 5000  # background pixels kept from where a model was learned
 
 
 @dataclass(frozen=True)
 class ColourModel:
     """Background and foreground Gaussian mixtures, each 1 x 65 in GrabCut's layout, the
-    log-likelihood under the foreground's below which a colour is alien to the object, and the
-    object's area (pixels) where the models were learned."""
+    log-likelihood under the foreground's below which a colour is alien to the object, the
+    object's area (pixels) where the models were learned, and a sample of the background's
+    pixels there (N x 3), for :meth:`with_surroundings`."""
 
     background: np.ndarray
     foreground: np.ndarray
     alien: float = -np.inf
     area: int = 0
+    background_sample: np.ndarray | None = None
+
+    def with_surroundings(self, pixels: np.ndarray) -> ColourModel:
+        """The model with its background relearned from its own sample and ``pixels`` (N x 3,
+        what surrounds the object now), half and half; the object's colours stay as they are."""
+        if self.background_sample is None or len(pixels) == 0:
+            return self
+        now = pixels[:: max(1, len(pixels) // BACKGROUND_SAMPLE)]
+        background = fit_mixture(np.concatenate([self.background_sample, now]))
+        return dataclasses.replace(self, background=background)
 
     def evidence(self, pixels: np.ndarray) -> np.ndarray:
         """How much each pixel's colour (N x 3) says "object" (positive) or "background", within
@@ -123,11 +136,13 @@ def colour_model(image: np.ndarray, mask: np.ndarray) -> ColourModel | None:
         pixels, inside = image, mask
     foreground = fit_mixture(pixels[inside])
     own = mixture_log_likelihood(pixels[inside], foreground)
+    outside = pixels[~inside]
     return ColourModel(
-        fit_mixture(pixels[~inside]),
+        fit_mixture(outside),
         foreground,
         alien=float(own.min()) - ALIEN_MARGIN,
         area=int(np.count_nonzero(mask)),
+        background_sample=outside[:: max(1, len(outside) // BACKGROUND_SAMPLE)],
     )
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 
 from segmentation.engines.cutout import COLOUR_LIMIT, EvidenceMap, colour_model
+from segmentation.engines.graphcut import mixture_log_likelihood
 
 
 def two_colour_frame() -> tuple[np.ndarray, np.ndarray]:
@@ -43,3 +44,21 @@ def test_evidence_map_works_a_pixel_out_once() -> None:
     on_square = evidence.at(square).reshape(20, 20)
     assert np.array_equal(on_square[:10, :10], np.full((10, 10), COLOUR_LIMIT, np.float32))
     assert np.array_equal(on_square[10:], np.full((10, 20), -COLOUR_LIMIT, np.float32))
+
+
+def test_a_model_relearns_its_background_from_new_surroundings() -> None:
+    image, square = two_colour_frame()
+    model = colour_model(image, square)
+    blue = np.tile(np.array([[40, 60, 200]], np.uint8), (3000, 1))
+    red_blue = np.array([[200, 40, 40], [40, 60, 200]], np.uint8)
+
+    moved = model.with_surroundings(blue)
+
+    assert len(model.background_sample) == 1200  # the floor's 1,200 pixels, every one kept
+    assert np.array_equal(moved.foreground, model.foreground)
+    assert moved.background_sample is model.background_sample  # never the surroundings' own
+    # blue was unknown to the background; now the background has it, and red is still the object
+    assert mixture_log_likelihood(red_blue[1:], model.background)[0] < -100
+    assert mixture_log_likelihood(red_blue[1:], moved.background)[0] > -10
+    assert moved.evidence(red_blue).tolist() == [COLOUR_LIMIT, -COLOUR_LIMIT]
+    assert model.with_surroundings(blue[:0]) is model
