@@ -78,11 +78,14 @@ class EvidenceMap:
 
     def at(self, region: np.ndarray | tuple[slice, slice]) -> np.ndarray:
         """The evidence at ``region`` (a boolean mask, or a window as two slices)."""
-        values = self._values[region]
+        if isinstance(region, np.ndarray):  # the mask's own box, so that less is scanned
+            top, bottom, left, right = crop_box(region, region.shape, margin=0.0, pad=0)
+            window = np.s_[top:bottom, left:right]
+            return self.at(window)[region[window]]
+        values = self._values[region]  # a view: what is filled in here is kept
         missing = np.isnan(values)
         if missing.any():
             values[missing] = self.model.evidence(self.image[region][missing])
-            self._values[region] = values
         return values
 
 
@@ -157,8 +160,8 @@ def fit_mixture(pixels: np.ndarray, *, limit: int = 20000) -> np.ndarray:
     count = min(COMPONENTS, len(data))
     centred = data - data.mean(axis=0)
     axis = np.linalg.svd(centred[:: max(1, len(centred) // 2000)], full_matrices=False)[2][0]
-    ranks = np.argsort(np.argsort(centred @ axis))
-    labels = (ranks * count // len(data)).astype(np.int32)[:, None]
+    labels = np.empty((len(data), 1), np.int32)
+    labels[np.argsort(centred @ axis), 0] = np.arange(len(data)) * count // len(data)
     if len(data) > 1:  # OpenCV reads a single row as that many one-channel points
         criteria = (cv2.TERM_CRITERIA_MAX_ITER + cv2.TERM_CRITERIA_EPS, 10, 0.5)
         _, labels, _ = cv2.kmeans(data, count, labels, criteria, 1, cv2.KMEANS_USE_INITIAL_LABELS)
