@@ -32,7 +32,13 @@ import numpy as np
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
 from segmentation.engines.click_cut import Click, Terrain, cut_clicks
-from segmentation.engines.cutout import ColourModel, EvidenceMap, colour_model, cut_in_band
+from segmentation.engines.cutout import (
+    ColourModel,
+    EvidenceMap,
+    colour_model,
+    crop_box,
+    cut_in_band,
+)
 from segmentation.engines.flow import PRESETS, FlowWarp, object_motion, warp, warp_rigid
 from segmentation.engines.frames import FrameSource
 
@@ -111,6 +117,10 @@ RECENT_FADE = 0.8
 # The object's motion is fitted to the flow of its moved pixels that look like it, when at least
 # this share of them do (else to all of them).
 LOOKS_SHARE = 0.25
+# The flow is worked out only around the objects (grown by half their size and 24 pixels), or on
+# the whole frame when that covers 80% of it: on the 19 sequences this cost first-mask J&F 0.003
+# and took the slowest sequence from 13.1 to 15.7 frames/s.
+FLOW_MARGIN, FLOW_PAD, WHOLE_FLOW = 0.5, 24, 0.8
 
 
 class ClassicVideoState(VideoState):
@@ -219,7 +229,9 @@ class ClassicVideoState(VideoState):
         previous = self._working(source)
         for index in range(source + step, frame_index + step, step):
             current = self._working(index)
-            where_from = self._flow.backward_map(previous.grey, current.grey)
+            where_from = self._flow.backward_map(
+                previous.grey, current.grey, _flow_window([track], current.grey.shape)
+            )
             track = self._carry(track, current, where_from)
             previous = current
         return track
@@ -227,7 +239,8 @@ class ClassicVideoState(VideoState):
     def _track(self, frame_index: int, *, reverse: bool) -> Masks:
         if frame_index != self._origin:
             current = self._working(frame_index)
-            where_from = self._flow.backward_map(self._previous.grey, current.grey)
+            window = _flow_window(self._tracks.values(), current.grey.shape)
+            where_from = self._flow.backward_map(self._previous.grey, current.grey, window)
             for object_id in self.object_ids:
                 anchors = self._anchors.get(object_id, {})
                 if frame_index in anchors:
@@ -386,3 +399,20 @@ def _ring(region: np.ndarray, band: int) -> np.ndarray:
     """The pixels more than ``band`` and at most ``3 * band`` pixels away from ``region``."""
     away = cv2.distanceTransform((~region).view(np.uint8), cv2.DIST_L2, 3)
     return (away > band) & (away <= 3 * band)
+
+
+def _flow_window(tracks, shape: tuple[int, int]) -> tuple[int, int, int, int] | None:
+    """Where the flow onto the next frame is needed: around where the objects are and were
+    lately, grown by ``FLOW_MARGIN`` of their size (None: the whole frame)."""
+    region = np.zeros(shape, bool)
+    for track in tracks:
+        if track.mask is not None:
+            region |= track.mask
+        if track.recent is not None:
+            region |= track.recent > 0.5
+    if not region.any():
+        return None
+    top, bottom, left, right = crop_box(region, shape, margin=FLOW_MARGIN, pad=FLOW_PAD)
+    if (bottom - top) * (right - left) > WHOLE_FLOW * shape[0] * shape[1]:
+        return None
+    return top, bottom, left, right

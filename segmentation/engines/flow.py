@@ -26,24 +26,44 @@ class FlowWarp:
 
     def __init__(self, preset: str = "fast") -> None:
         self._dis = cv2.DISOpticalFlow_create(PRESETS[preset])
-        self._grid: tuple[np.ndarray, np.ndarray] | None = None
+        self._grid: np.ndarray | None = None
 
-    def backward_map(self, old_grey: np.ndarray, new_grey: np.ndarray) -> np.ndarray:
-        """For each pixel of the new frame, where it was in the old frame (H x W x 2, float32)."""
+    def backward_map(
+        self,
+        old_grey: np.ndarray,
+        new_grey: np.ndarray,
+        window: tuple[int, int, int, int] | None = None,
+    ) -> np.ndarray:
+        """For each pixel of the new frame, where it was in the old frame (H x W x 2, float32).
+        With ``window`` (top, bottom, left, right), the flow is worked out there alone and every
+        pixel outside it stays where it was."""
+        where_from = self._identity(new_grey.shape).copy()
+        inside = (
+            np.s_[:, :] if window is None else np.s_[window[0] : window[1], window[2] : window[3]]
+        )
+        where_from[inside] += self._flow(old_grey[inside], new_grey[inside])
+        return where_from
+
+    def _flow(self, old_grey: np.ndarray, new_grey: np.ndarray) -> np.ndarray:
+        """The backward flow, new frame to old (H x W x 2, float32)."""
         height, width = new_grey.shape
         if height < MIN_SIDE or width < MIN_SIDE:
             pad = (0, max(0, MIN_SIDE - height), 0, max(0, MIN_SIDE - width))
             old_grey = cv2.copyMakeBorder(old_grey, *pad, cv2.BORDER_REPLICATE)
             new_grey = cv2.copyMakeBorder(new_grey, *pad, cv2.BORDER_REPLICATE)
-        flow = np.ascontiguousarray(self._dis.calc(new_grey, old_grey, None)[:height, :width])
-        if self._grid is None or self._grid[0].shape != (height, width):
+        # DIS reads only contiguous pictures, which a window of a frame is not
+        old_grey, new_grey = np.ascontiguousarray(old_grey), np.ascontiguousarray(new_grey)
+        return self._dis.calc(new_grey, old_grey, None)[:height, :width]
+
+    def _identity(self, shape: tuple[int, int]) -> np.ndarray:
+        """Every pixel's own position (H x W x 2, float32), kept for the last size asked."""
+        if self._grid is None or self._grid.shape[:2] != shape:
+            height, width = shape
             xs, ys = np.meshgrid(
                 np.arange(width, dtype=np.float32), np.arange(height, dtype=np.float32)
             )
-            self._grid = (xs, ys)
-        flow[..., 0] += self._grid[0]
-        flow[..., 1] += self._grid[1]
-        return flow
+            self._grid = np.dstack([xs, ys])
+        return self._grid
 
 
 def warp(values: np.ndarray, where_from: np.ndarray) -> np.ndarray:

@@ -56,3 +56,25 @@ def test_a_region_too_small_has_no_motion() -> None:
     region[95, 110:115] = True
 
     assert object_motion(region, where_from) is None
+
+
+def test_a_window_s_flow_is_that_window_s_and_the_rest_stays_put() -> None:
+    old, new, _, new_mask = frames()
+    window = (40, 150, 50, 170)  # around the disc, which the window holds whole
+    top, bottom, left, right = window
+
+    where_from = FlowWarp("medium").backward_map(old, new, window)
+
+    alone = FlowWarp("medium").backward_map(
+        old[top:bottom, left:right], new[top:bottom, left:right]
+    )
+    # the same flow; only the order of the float additions differs
+    assert np.allclose(
+        where_from[top:bottom, left:right], alone + np.float32([left, top]), rtol=0, atol=1e-4
+    )
+    ys, xs = np.mgrid[:HEIGHT, :WIDTH].astype(np.float32)
+    outside = np.ones((HEIGHT, WIDTH), bool)
+    outside[top:bottom, left:right] = False
+    assert np.array_equal(where_from[outside], np.dstack([xs, ys])[outside])
+    motion = object_motion(new_mask, where_from)
+    assert np.allclose(motion[:, 2], [-SHIFT[0], -SHIFT[1]], atol=0.25)
