@@ -305,12 +305,12 @@ def test_evaluate_vos_refuses_a_folder_without_sequences(tmp_path: Path) -> None
 # A ratchet (issue 16): floors a little under what the committed engine reaches on the 19
 # sequences of ../shared/data/vos, so that a regression fails here; raise them with each
 # improvement. Measured with `manage.py evaluate_vos ../shared/data/vos --clicks 3` (classic,
-# about 2 minutes on 2 cores): mean 3-click J&F 0.564, worst 0.083 (dog-agility: the three
-# clicks leave its head out, and the propagation loses the dog). The targets are 0.75 and 0.40.
-# One sequence's near-total failure swings with small changes in its clicked mask, so the worst
-# case keeps a wider margin than the mean.
-DAVIS_MEAN_JF_FLOOR = 0.54
-DAVIS_WORST_JF_FLOOR = 0.06
+# about 2 minutes on 2 cores): mean 3-click J&F 0.593, worst 0.186 (dog-agility: its third
+# click removes a part that is mostly dog, and the propagation loses the dog). The targets are
+# 0.75 and 0.40. That sequence's near-total failure swings with small changes (0.068 and 0.186
+# a few changes apart), so the worst case keeps a wider margin than the mean.
+DAVIS_MEAN_JF_FLOOR = 0.57
+DAVIS_WORST_JF_FLOOR = 0.10
 
 
 @pytest.mark.skipif(not SHARED_VOS.is_dir(), reason="../shared/data/vos (DAVIS) is not present")
