@@ -14,10 +14,10 @@
   and passed them on); the background's is relearned on every frame from the anchor's and from
   a ring around the object, as its surroundings change while it moves. A motion fitted to the
   flow of something passing in front would carry the object away: the object's motion is fitted
-  where the frame still looks like it, and checked against its last one. A given mask is an
-  anchor too. On an anchor the propagated mask is replaced by the
-  anchor's, so later clicks correct from there, and a pass that starts where an object has no
-  mask first carries it there from its nearest anchor.
+  where the frame still looks like it, and checked against its last one. The flow is worked out
+  only around the objects. A given mask is an anchor too. On an anchor the propagated mask is
+  replaced by the anchor's, so later clicks correct from there, and a pass that starts where an
+  object has no mask first carries it there from its nearest anchor.
 - All work happens at a working size (``work_size`` on the long side); masks are scaled back to
   the video's resolution on output, where each pixel goes to at most one object.
 """
@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import cv2
@@ -119,7 +120,7 @@ RECENT_FADE = 0.8
 LOOKS_SHARE = 0.25
 # The flow is worked out only around the objects (grown by half their size and 24 pixels), or on
 # the whole frame when that covers 80% of it: on the 19 sequences this cost first-mask J&F 0.003
-# and took the slowest sequence from 13.1 to 15.7 frames/s.
+# and took the slowest sequence from 13.1 to 15.5 frames/s.
 FLOW_MARGIN, FLOW_PAD, WHOLE_FLOW = 0.5, 24, 0.8
 
 
@@ -401,7 +402,9 @@ def _ring(region: np.ndarray, band: int) -> np.ndarray:
     return (away > band) & (away <= 3 * band)
 
 
-def _flow_window(tracks, shape: tuple[int, int]) -> tuple[int, int, int, int] | None:
+def _flow_window(
+    tracks: Iterable[_Track], shape: tuple[int, int]
+) -> tuple[int, int, int, int] | None:
     """Where the flow onto the next frame is needed: around where the objects are and were
     lately, grown by ``FLOW_MARGIN`` of their size (None: the whole frame)."""
     region = np.zeros(shape, bool)

@@ -79,6 +79,8 @@ class EvidenceMap:
     def at(self, region: np.ndarray | tuple[slice, slice]) -> np.ndarray:
         """The evidence at ``region`` (a boolean mask, or a window as two slices)."""
         if isinstance(region, np.ndarray):  # the mask's own box, so that less is scanned
+            if not region.any():
+                return np.zeros(0, np.float32)
             top, bottom, left, right = crop_box(region, region.shape, margin=0.0, pad=0)
             window = np.s_[top:bottom, left:right]
             return self.at(window)[region[window]]

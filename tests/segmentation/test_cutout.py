@@ -62,3 +62,10 @@ def test_a_model_relearns_its_background_from_new_surroundings() -> None:
     assert mixture_log_likelihood(red_blue[1:], moved.background)[0] > -10
     assert moved.evidence(red_blue).tolist() == [COLOUR_LIMIT, -COLOUR_LIMIT]
     assert model.with_surroundings(blue[:0]) is model
+
+
+def test_evidence_map_of_an_empty_region_is_empty() -> None:
+    image, square = two_colour_frame()
+    evidence = EvidenceMap(image, colour_model(image, square))
+
+    assert evidence.at(np.zeros_like(square)).shape == (0,)
