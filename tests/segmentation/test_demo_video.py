@@ -57,7 +57,7 @@ def test_the_classic_engine_holds_the_box_and_the_ball_through_the_video(
     default_video: Path,
 ) -> None:
     """One click on the box, and the ball's true mask (its click is the test below), then the
-    whole video: the star and the box pass in front of the ball on frames 44 to 56."""
+    whole video: the star passes in front of the ball on frames 44 to 57, the box on 50 to 100."""
     frames = VideoFileFrames(default_video)
     state = ClassicEngine().open(frames)
     try:
