@@ -1,5 +1,5 @@
 """The default engine on the default video, as a new user meets it (issue 16's acceptance
-check, kept as a benchmark while the engine falls short of it).
+check; tests/segmentation/test_demo_video.py holds the parts the engine meets).
 
     .venv/bin/python benchmarks/default_video.py [--given-masks]
 

@@ -147,7 +147,8 @@ def colour_model(image: np.ndarray, mask: np.ndarray) -> ColourModel | None:
         foreground,
         alien=float(own.min()) - ALIEN_MARGIN,
         area=int(np.count_nonzero(mask)),
-        background_sample=outside[:: max(1, len(outside) // BACKGROUND_SAMPLE)],
+        # a copy: a view would keep every outside pixel alive with the anchor
+        background_sample=outside[:: max(1, len(outside) // BACKGROUND_SAMPLE)].copy(),
     )
 
 

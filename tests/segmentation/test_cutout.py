@@ -69,3 +69,10 @@ def test_evidence_map_of_an_empty_region_is_empty() -> None:
     evidence = EvidenceMap(image, colour_model(image, square))
 
     assert evidence.at(np.zeros_like(square)).shape == (0,)
+
+
+def test_a_model_keeps_its_background_sample_alone() -> None:
+    image, square = two_colour_frame()
+    sample = colour_model(image, square).background_sample
+
+    assert sample.base is None  # its own memory, not a view of every outside pixel
