@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
 from segmentation.engines.graphcut import cut as graph_cut
 from segmentation.engines.graphcut import mixture_log_likelihood
+
+if TYPE_CHECKING:
+    from segmentation.engines.local_colour import EdgeModels
 
 COMPONENTS = 5  # GrabCut's mixtures: 5 components x (1 weight + 3 means + 9 covariances)
 COVARIANCE_FLOOR = 1.0  # added to the diagonal, so a flat colour still has a volume
@@ -99,11 +103,14 @@ def cut_in_band(
     band: int,
     sure: np.ndarray | None = None,
     prior_weight: float = 4.0,
+    edges: EdgeModels | None = None,
 ) -> np.ndarray:
     """Re-cut ``carried`` within ``band`` pixels of its edge, with ``model``'s colours and a prior
     that favours the carried shape, the more so the deeper a pixel lies on either side. Pixels
     deeper than ``band`` inside ``sure`` (default: ``carried``) stay in. ``model`` may come as an
-    :class:`EvidenceMap` of it on ``image``, to reuse what was already worked out there."""
+    :class:`EvidenceMap` of it on ``image``, to reuse what was already worked out there.
+    ``edges``, colour models of stretches of the object's edge, may veto the global colours
+    where the cut is free (:mod:`~segmentation.engines.local_colour`)."""
     if not carried.any():
         return carried
     kernel = disk(band)
@@ -121,6 +128,9 @@ def cut_in_band(
     # and however sure the shape, a colour that is clearly not the object's is not forced in
     # (something passing in front moves the flow, and with it the carried shape)
     sure_in = inside[top:bottom, left:right] & (colour > -COLOUR_LIMIT)
+    if edges is not None:
+        free = near[top:bottom, left:right] & ~inside[top:bottom, left:right]
+        colour = edges.veto(image, (top, bottom, left, right), colour, free)
     mask = np.zeros(carried.shape, bool)
     mask[top:bottom, left:right] = graph_cut(
         pixels,

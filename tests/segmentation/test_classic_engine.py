@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from segmentation.engines.base import VideoState
-from segmentation.engines.classic import ClassicEngine
+from segmentation.engines.classic import ClassicEngine, ClassicOptions
 from segmentation.evaluation.metrics import region_similarity
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 
@@ -154,6 +154,22 @@ def test_propagation_follows_both_objects_forward_then_backward(
                 object_id,
             )
         assert not (masks[1] & masks[2]).any()
+
+
+def test_propagation_with_the_edges_own_colours(frames, video: Video) -> None:
+    state = ClassicEngine(ClassicOptions(edge_colours=True)).open(frames)
+    try:
+        click(state, video, 1)
+        click(state, video, 2)
+        steps = list(state.propagate())
+    finally:
+        state.close()
+
+    assert [index for index, _ in steps] == list(range(12))
+    for index, masks in steps:
+        for object_id in (1, 2):
+            similarity = region_similarity(masks[object_id], video.masks[index][object_id])
+            assert similarity > 0.85, (index, object_id)
 
 
 def test_propagation_from_a_frame_without_clicks(state: VideoState, video: Video) -> None:

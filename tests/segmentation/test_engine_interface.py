@@ -146,7 +146,7 @@ def test_options_parse_from_strings() -> None:
         (
             {"colour": "red"},
             "unknown option 'colour' (known options: band, click_iterations, click_radius, "
-            "flow_preset, work_size)",
+            "edge_colours, flow_preset, work_size)",
         ),
     ],
 )
