@@ -113,8 +113,7 @@ class _Track:
         engine's, a share of the object's size) is given."""
         if mask is None or model is None or band is None or not mask.any():
             return cls(mask, model, None if mask is None else mask.astype(np.float32))
-        pixels = max(2, round(band * np.sqrt(max(np.count_nonzero(mask), model.area))))
-        edges = EdgeModels.learn(image, mask, pixels)
+        edges = EdgeModels.learn(image, mask, _band(band, max(np.count_nonzero(mask), model.area)))
         return cls(mask, model, mask.astype(np.float32), edges=edges)
 
 
@@ -300,7 +299,7 @@ class ClassicVideoState(VideoState):
             return _Track(None, model)
         # An object partly hidden for a while must be able to grow back to its learned size.
         area = max(np.count_nonzero(reach), model.area)
-        band = max(2, round(self._options.band * np.sqrt(area)))
+        band = _band(self._options.band, area)
         edges = track.edges.moved(where_from, by_flow) if track.edges is not None else None
         mask = cut_in_band(
             current.image, reach, evidence, band=band, sure=by_flow & by_object, edges=edges
@@ -424,6 +423,11 @@ def _object_move(
     scores = [float(evidence.at(mask).sum()) for mask in moved]
     best = int(np.argmax(scores))  # the fitted motion on a tie
     return candidates[best], moved[best]
+
+
+def _band(share: float, area: int) -> int:
+    """The re-cut band in pixels: ``share`` of the size of an object of ``area`` pixels."""
+    return max(2, round(share * np.sqrt(area)))
 
 
 def _ring(region: np.ndarray, band: int) -> np.ndarray:
