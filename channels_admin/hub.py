@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import redis
 
+from channels_admin.hls import PLAYLIST_MAX_BYTES, HlsError, HlsReader, Response, looks_like_hls
 from channels_admin.relay import Relay
 
 logger = logging.getLogger(__name__)
@@ -40,10 +41,13 @@ TS_PACKET = 188
 TS_SYNC = 0x47
 # An upstream that sends this much without two packets in sync is not sending MPEG-TS.
 SYNC_GIVE_UP_BYTES = 1024 * 1024
+SEGMENT_MAX_BYTES = 256 * 1024 * 1024  # an HLS segment, key or init section
+PLAYING_REPORT_SECONDS = 5.0  # what is playing is reported when it changes, at most this often
 
 
 class HubEvent(enum.Enum):
     FLOWING = "flowing"  # the first bytes after a switch or an outage arrived
+    PLAYING = "playing"  # what is playing changed (detail: e.g. "HLS 1280x720, segment 18")
     DOWN = "down"  # the upstream failed, stalled or ended; reconnecting
 
 
@@ -154,6 +158,7 @@ class Hub:
         flush_bytes: int = 64 * 1024,
         flush_seconds: float = 0.1,
         relay: Relay | None = None,
+        hls_max_bandwidth: int | None = None,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=read_timeout
@@ -165,6 +170,7 @@ class Hub:
         self._flush_bytes = flush_bytes
         self._flush_seconds = flush_seconds
         self._relay = relay
+        self._hls_max_bandwidth = hls_max_bandwidth
         self._subscriptions: set[Subscription] = set()
         self._upstream: Upstream | None = None
         self._generation = ""
@@ -292,30 +298,45 @@ class Hub:
 
     async def _read_forever(self, upstream: Upstream) -> None:
         backoff = self._backoff_initial
-        while True:
-            flowed = False
-            try:
-                async for data in self._batched(self._read_once(upstream)):
-                    if not flowed:
-                        flowed = True
-                        backoff = self._backoff_initial
-                        await self._emit(HubEvent.FLOWING, upstream, "")
-                    self._push(data)
-                    if self._relay is not None:
-                        await self._publish(data)
-                reason = "the upstream ended the stream"
-            except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors too
-                reason = "the upstream stalled (timeout)"
-            except (aiohttp.ClientError, UpstreamError) as error:
-                reason = str(error) or type(error).__name__
-            except Exception as error:
-                # Whatever else goes wrong (a malformed URL, a bug) must not end the retries.
-                logger.exception("upstream %s failed unexpectedly", upstream.url)
-                reason = f"unexpected error: {error}"
-            logger.warning("upstream %s: %s; retrying in %.1fs", upstream.url, reason, backoff)
-            await self._emit(HubEvent.DOWN, upstream, reason)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self._backoff_max)
+        # An HLS upstream's place in its playlist outlives a reconnect: no segment twice.
+        hls = HlsReader(max_bandwidth=self._hls_max_bandwidth)
+        try:
+            while True:
+                flowed, reason = await self._read_until_down(upstream, hls)
+                if flowed:
+                    backoff = self._backoff_initial
+                logger.warning("upstream %s: %s; retrying in %.1fs", upstream.url, reason, backoff)
+                await self._emit(HubEvent.DOWN, upstream, reason)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._backoff_max)
+        finally:
+            hls.close()
+
+    async def _read_until_down(self, upstream: Upstream, hls: HlsReader) -> tuple[bool, str]:
+        """Relay one connection's bytes: whether any flowed, and why it ended (for the status)."""
+        loop = asyncio.get_running_loop()
+        flowed, playing, reported = False, "", 0.0
+        try:
+            async for data in self._batched(self._read_once(upstream, hls)):
+                if not flowed:
+                    flowed, playing, reported = True, hls.playing, loop.time()
+                    await self._emit(HubEvent.FLOWING, upstream, playing)
+                elif hls.playing != playing and loop.time() - reported >= PLAYING_REPORT_SECONDS:
+                    playing, reported = hls.playing, loop.time()
+                    await self._emit(HubEvent.PLAYING, upstream, playing)
+                self._push(data)
+                if self._relay is not None:
+                    await self._publish(data)
+            reason = "the upstream ended the stream"
+        except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors too
+            reason = "the upstream stalled (timeout)"
+        except (aiohttp.ClientError, UpstreamError, HlsError) as error:
+            reason = str(error) or type(error).__name__
+        except Exception as error:
+            # Whatever else goes wrong (a malformed URL, a bug) must not end the retries.
+            logger.exception("upstream %s failed unexpectedly", upstream.url)
+            reason = f"unexpected error: {error}"
+        return flowed, reason
 
     async def _batched(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """Gather reads into fewer, larger chunks: every chunk costs a wake-up and a write per
@@ -333,34 +354,54 @@ class Hub:
                 yield pending[0] if len(pending) == 1 else b"".join(pending)
                 pending.clear()
                 size, first = 0, False
+        if pending:  # what came last before the upstream ended
+            yield b"".join(pending)
 
-    async def _read_once(self, upstream: Upstream) -> AsyncIterator[bytes]:
+    async def _read_once(self, upstream: Upstream, hls: HlsReader) -> AsyncIterator[bytes]:
+        """One connection's TS bytes: the stream itself, or the segments of an HLS playlist
+        read one request at a time over the same client."""
         # A session per connection, closed on exit (also on cancel): no pooled connection
         # lingers. aiohttp keeps reading the socket while its buffer has room and hands over
         # everything buffered at once; a client that reads once per request of the consumer
         # falls behind the stream when the event loop is busy with a thousand viewers.
-        async with (
-            aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(force_close=True, limit=1),
-                timeout=self._timeout,
-                auto_decompress=False,
-            ) as session,
-            session.get(upstream.url, headers=dict(upstream.headers)) as response,
-        ):
-            if response.status != 200:
-                raise UpstreamError(f"the upstream answered HTTP {response.status}")
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=1),
+            timeout=self._timeout,
+            auto_decompress=False,
+        ) as session:
+            playlist: Response | None = None
             aligner = PacketAligner()
-            first = True
-            async for raw in response.content.iter_any():
-                if first and raw.lstrip()[:7] == b"#EXTM3U":
-                    raise UpstreamError("the upstream sent an HLS playlist, not an MPEG-TS stream")
-                first = False
-                data = aligner.feed(raw)
+            async with session.get(upstream.url, headers=dict(upstream.headers)) as response:
+                if response.status != 200:
+                    raise UpstreamError(f"the upstream answered HTTP {response.status}")
+                first = True
+                async for raw in response.content.iter_any():
+                    if first and looks_like_hls(response.content_type, raw):
+                        body = raw + await response.content.read(PLAYLIST_MAX_BYTES)
+                        playlist = Response(str(response.url), 200, response.content_type, body)
+                        break
+                    first = False
+                    data = aligner.feed(raw)
+                    if data:
+                        aligner.skipped = 0
+                        yield data
+                    elif aligner.skipped > SYNC_GIVE_UP_BYTES:
+                        raise UpstreamError("the upstream is not sending MPEG-TS")
+            if playlist is None:
+                return
+
+            async def fetch(url: str, byterange: tuple[int, int] | None) -> Response:
+                headers = dict(upstream.headers)
+                if byterange is not None:
+                    headers["Range"] = f"bytes={byterange[0]}-{byterange[0] + byterange[1] - 1}"
+                async with session.get(url, headers=headers) as answer:
+                    body = await answer.content.read(SEGMENT_MAX_BYTES) if answer.ok else b""
+                    return Response(str(answer.url), answer.status, answer.content_type, body)
+
+            async for data in hls.stream(fetch, upstream.url, playlist):
+                data = aligner.feed(data)
                 if data:
-                    aligner.skipped = 0
                     yield data
-                elif aligner.skipped > SYNC_GIVE_UP_BYTES:
-                    raise UpstreamError("the upstream is not sending MPEG-TS")
 
     async def _emit(self, event: HubEvent, upstream: Upstream, detail: str) -> None:
         if self._on_event is None:

@@ -115,6 +115,11 @@ class StreamState(models.Model):
     upstream_detail = models.CharField(
         max_length=500, blank=True, help_text="Why the upstream is down, while it is."
     )
+    upstream_info = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="What the upstream plays, while it flows (e.g. HLS 1280x720, 3.1 Mbit/s).",
+    )
     switch_started_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

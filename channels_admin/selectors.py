@@ -51,6 +51,7 @@ def stream_status() -> dict[str, Any]:
         "transitioning": state.transitioning,
         "upstream_down": state.upstream_down,
         "upstream_detail": state.upstream_detail,
+        "upstream_info": state.upstream_info,
         "playlist_version": playlist.version if playlist else 0,
         "switch_started_at": (
             state.switch_started_at.isoformat() if state.switch_started_at else None

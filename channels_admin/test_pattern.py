@@ -26,6 +26,8 @@ import av
 import numpy as np
 from av.video.reformatter import ColorPrimaries, ColorRange, ColorTrc
 
+from channels_admin.remux import MUX_OPTIONS, PacketSink
+
 TS_PACKET_SIZE = 188
 AUDIO_SAMPLE_RATE = 48_000
 AUDIO_BITRATE = 64_000
@@ -88,8 +90,8 @@ def test_pattern_chunks(
         raise ValueError(f"max_seconds must not be negative, got {max_seconds}")
     total_frames = None if max_seconds is None else math.ceil(max_seconds * options.fps - 1e-9)
     painter = _Painter(options, label)
-    sink = _PacketSink()
-    container = av.open(sink, "w", format="mpegts", container_options=_mux_options())
+    sink = PacketSink()
+    container = av.open(sink, "w", format="mpegts", container_options=MUX_OPTIONS)
     try:
         video = container.add_stream(
             "libx264",
@@ -141,14 +143,6 @@ def test_pattern_chunks(
 test_pattern_chunks.__test__ = False  # type: ignore[attr-defined]
 
 
-def _mux_options() -> dict[str, str]:
-    # FFmpeg already repeats PAT/PMT before every video keyframe; the short period also
-    # lets a client that joins between keyframes learn the programme layout quickly.
-    # flush_packets hands each muxed packet to the sink at once: a live stream cannot wait
-    # for FFmpeg's 32 KiB I/O buffer to fill.
-    return {"pat_period": "0.1", "sdt_period": "0.5", "flush_packets": "1"}
-
-
 def _x264_options(options: PatternOptions) -> dict[str, str]:
     gop = options.gop_frames
     kbps = max(1, options.video_bitrate // 1000)
@@ -177,23 +171,6 @@ def _tag_bt601(context: av.VideoCodecContext) -> None:
     context.color_range = ColorRange.MPEG
     context.color_primaries = ColorPrimaries.SMPTE170M
     context.color_trc = ColorTrc.SMPTE170M
-
-
-class _PacketSink:
-    """File-like target for the muxer: collects bytes, hands them out in whole TS packets."""
-
-    def __init__(self) -> None:
-        self._pending = bytearray()
-
-    def write(self, data: bytes) -> int:
-        self._pending += data
-        return len(data)
-
-    def take(self) -> bytes:
-        cut = len(self._pending) - len(self._pending) % TS_PACKET_SIZE
-        chunk = bytes(self._pending[:cut])
-        del self._pending[:cut]
-        return chunk
 
 
 class _BeepTrack:

@@ -191,6 +191,8 @@ CHANNELS_UPSTREAM_READ_TIMEOUT_SEC = env_int("CHANNELS_UPSTREAM_READ_TIMEOUT_SEC
 CHANNELS_RELAY_LOCK_SEC = env_int("CHANNELS_RELAY_LOCK_SEC", 6, minimum=1)
 CHANNELS_RELAY_PREFIX = env_str("CHANNELS_RELAY_PREFIX", "channels-hub")
 CHANNELS_VIEWER_BUFFER_BYTES = env_int("CHANNELS_VIEWER_BUFFER_KB", 1024, minimum=64) * 1024
+# An HLS master playlist's variant: the highest BANDWIDTH (bits/s) up to this; empty: no cap.
+CHANNELS_HLS_MAX_BANDWIDTH = env_int("CHANNELS_HLS_MAX_BANDWIDTH", 0, minimum=1) or None
 
 LOGGING = {
     "version": 1,

@@ -55,6 +55,7 @@ async def stream_hub() -> Hub:
                 viewer_buffer_bytes=settings.CHANNELS_VIEWER_BUFFER_BYTES,
                 on_event=_hub_event_record,
                 relay=relay,
+                hls_max_bandwidth=settings.CHANNELS_HLS_MAX_BANDWIDTH,
             )
             state = await database_sync_to_async(_state_get)()
             if state.live and state.current_stream_url:
@@ -133,6 +134,7 @@ def channel_select(*, channel_id: str) -> tuple[Channel, StreamState]:
             "transitioning": True,
             "upstream_down": False,
             "upstream_detail": "",
+            "upstream_info": "",
             "switch_started_at": timezone.now(),
         },
     )
@@ -146,9 +148,16 @@ def _state_get() -> StreamState:
 def stream_state_record(*, event: HubEvent, stream_url: str, detail: str = "") -> None:
     """Record what the hub saw; ignored when the channel changed meanwhile."""
     if event is HubEvent.FLOWING:
-        fields = {"transitioning": False, "upstream_down": False, "upstream_detail": ""}
+        fields = {
+            "transitioning": False,
+            "upstream_down": False,
+            "upstream_detail": "",
+            "upstream_info": detail[:500],
+        }
+    elif event is HubEvent.PLAYING:
+        fields = {"upstream_info": detail[:500]}
     else:
-        fields = {"upstream_down": True, "upstream_detail": detail[:500]}
+        fields = {"upstream_down": True, "upstream_detail": detail[:500], "upstream_info": ""}
     StreamState.objects.filter(pk=StreamState.SINGLETON_PK, current_stream_url=stream_url).update(
         **fields, updated_at=timezone.now()
     )
@@ -199,5 +208,6 @@ def _viewer_status() -> dict:
         "live": state.live,
         "transitioning": state.transitioning,
         "upstream_down": state.upstream_down,
+        "upstream_info": state.upstream_info,
         "playlist_version": version or 0,
     }

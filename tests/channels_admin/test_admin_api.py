@@ -215,6 +215,7 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "transitioning": False,
         "upstream_down": False,
         "upstream_detail": "",
+        "upstream_info": "",
         "playlist_version": 1,
         "switch_started_at": None,
         "current_stream_url": "",

@@ -94,6 +94,7 @@ async def test_default_playlist_plays_the_demo_channel_through_the_hub(server):
         "live": True,
         "transitioning": False,
         "upstream_down": False,
+        "upstream_info": "",
         "playlist_version": 1,
         "viewers": 0,
     }
@@ -116,6 +117,7 @@ async def test_status_feed_is_read_only_and_answers_refresh(server):
         "live",
         "transitioning",
         "upstream_down",
+        "upstream_info",
         "playlist_version",
         "viewers",
     }

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from tests.channels_admin.stream_client import select, status, wait_until
 from tests.channels_admin.upstream import PACKET, TsUpstream, packet_sequence
 from tests.conftest import running_server
 
@@ -31,8 +32,6 @@ def playlist_for(upstream: TsUpstream) -> str:
         "#EXTVLCOPT:http-user-agent=TestPlayer/1.0\n"
         "#EXTVLCOPT:http-referrer=http://portal.example/\n"
         f"{upstream.url('/c.ts')}\n"
-        '#EXTINF:-1 tvg-id="h",Channel H\n'
-        f"{upstream.url('/h.m3u8')}\n"
     )
 
 
@@ -60,26 +59,6 @@ def server(upstream, tmp_path_factory):
 @pytest.fixture(autouse=True)
 def upstream_behaves(upstream):
     upstream.refuse = upstream.stall = upstream.garbage = upstream.close_at_once = False
-
-
-def select(server: str, channel_id: str) -> None:
-    response = requests.post(
-        f"{server}/api/admin/channel", json={"channel_id": channel_id}, timeout=10
-    )
-    assert response.status_code == 200, response.text
-
-
-def status(server: str) -> dict:
-    return requests.get(f"{server}/api/admin/status", timeout=5).json()
-
-
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not met within {timeout}s")
 
 
 class Viewer(threading.Thread):
@@ -161,16 +140,6 @@ def test_viewers_get_identical_bytes_over_one_upstream_connection(server, upstre
     assert len(slices) == 1
     for viewer in viewers:
         viewer.close()
-
-
-def test_an_hls_upstream_is_reported_down_with_the_reason(server, upstream):
-    select(server, "h")
-
-    wait_until(lambda: status(server)["upstream_down"], what="upstream_down")
-
-    assert status(server)["upstream_detail"] == (
-        "the upstream sent an HLS playlist, not an MPEG-TS stream"
-    )
 
 
 def test_an_upstream_sending_garbage_is_reported_down(server, upstream):

@@ -120,11 +120,6 @@ class TsUpstream:
             if self.refuse:
                 handler.send_error(503, "refused by test")
                 return
-            if handler.path.endswith(".m3u8"):
-                handler.send_response(200)
-                handler.end_headers()
-                handler.wfile.write(b"#EXTM3U\n#EXT-X-TARGETDURATION:6\nsegment0.ts\n")
-                return
             handler.send_response(200)
             handler.send_header("Content-Type", "video/mp2t")
             handler.end_headers()

@@ -96,7 +96,7 @@ async function refreshStatus() {
   document.getElementById("status-details").textContent = [
     `playlist version ${current.playlist_version}`,
     `${current.viewers} viewer${current.viewers === 1 ? "" : "s"}`,
-    current.upstream_down && current.upstream_detail,
+    current.upstream_down ? current.upstream_detail : current.upstream_info,
   ]
     .filter(Boolean)
     .join(" · ");

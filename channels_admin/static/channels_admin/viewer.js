@@ -18,7 +18,11 @@ let live = false;
 function showStatus(status) {
   live = status.live;
   document.getElementById("channel-name").textContent = status.channel_name || "No channel";
-  const details = [status.channel_number && `#${status.channel_number}`, status.channel_group]
+  const details = [
+    status.channel_number && `#${status.channel_number}`,
+    status.channel_group,
+    !status.upstream_down && status.upstream_info,
+  ]
     .filter(Boolean)
     .join(" · ");
   document.getElementById("channel-details").textContent = details;

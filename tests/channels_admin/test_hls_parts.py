@@ -1,0 +1,96 @@
+"""The parts of the HLS reader (channels_admin/hls.py) that decide without a network."""
+
+from __future__ import annotations
+
+import m3u8
+import pytest
+
+from channels_admin.hls import (
+    HlsError,
+    byteranges,
+    looks_like_hls,
+    segment_decrypt,
+    sequence_iv,
+    variant_pick,
+)
+from tests.channels_admin.hls_origin import KEY, encrypt
+
+MASTER = """#EXTM3U
+#EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,CODECS="avc1.4d401e,mp4a.40.2"
+low.m3u8
+#EXT-X-STREAM-INF:BANDWIDTH=3000000,RESOLUTION=1280x720
+high.m3u8
+#EXT-X-STREAM-INF:BANDWIDTH=1500000,CODECS="hvc1.1.6.L93.B0"
+mid.m3u8
+#EXT-X-STREAM-INF:BANDWIDTH=6000000,CODECS="mp4a.40.2"
+radio.m3u8
+"""
+
+
+def picked(max_bandwidth: int | None, text: str = MASTER) -> str:
+    master = m3u8.loads(text, uri="http://origin.test/tv/master.m3u8")
+    return variant_pick(master, max_bandwidth).absolute_uri
+
+
+def test_the_highest_variant_with_video_is_played():
+    assert picked(None) == "http://origin.test/tv/high.m3u8"
+
+
+def test_a_bandwidth_cap_picks_the_highest_variant_within_it():
+    assert picked(2_000_000) == "http://origin.test/tv/mid.m3u8"
+    assert picked(1_000_000) == "http://origin.test/tv/low.m3u8"
+
+
+def test_a_cap_below_every_variant_picks_the_lowest():
+    assert picked(100_000) == "http://origin.test/tv/low.m3u8"
+
+
+def test_an_audio_only_master_plays_audio():
+    text = '#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=64000,CODECS="mp4a.40.2"\na.m3u8\n'
+    assert picked(None, text) == "http://origin.test/tv/a.m3u8"
+
+
+def test_a_master_without_variants_is_an_error():
+    with pytest.raises(HlsError, match=r"^the HLS master playlist lists no variant$"):
+        picked(None, "#EXTM3U\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=a,NAME=x,URI=a.m3u8\n")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "head", "expected"),
+    [
+        ("application/vnd.apple.mpegurl", b"", True),
+        ("application/x-mpegURL; charset=utf-8", b"", True),
+        ("text/plain", b"\xef\xbb\xbf#EXTM3U\n#EXT-X-TARGETDURATION:6\n", True),
+        ("application/octet-stream", b"\r\n#EXTM3U\n", True),
+        ("video/mp2t", b"\x47\x40\x00\x10", False),
+        ("text/html", b"<html>", False),
+    ],
+)
+def test_hls_is_told_by_the_content_type_or_the_body(content_type, head, expected):
+    assert looks_like_hls(content_type, head) is expected
+
+
+def test_byte_ranges_without_an_offset_follow_the_previous_range_of_the_same_file():
+    playlist = m3u8.loads(
+        "#EXTM3U\n#EXT-X-TARGETDURATION:2\n"
+        "#EXTINF:2,\n#EXT-X-BYTERANGE:1000@500\nall.ts\n"
+        "#EXTINF:2,\n#EXT-X-BYTERANGE:700\nall.ts\n"
+        "#EXTINF:2,\nwhole.ts\n"
+        "#EXTINF:2,\n#EXT-X-BYTERANGE:300\nother.ts\n"
+    )
+
+    assert byteranges(playlist.segments) == [(500, 1000), (1500, 700), None, (0, 300)]
+
+
+def test_aes_128_segments_decrypt_with_explicit_and_sequence_ivs():
+    data = bytes(range(256)) * 7
+    assert segment_decrypt(encrypt(data, sequence_iv(18422)), KEY, sequence_iv(18422)) == data
+    assert sequence_iv(258) == bytes(14) + b"\x01\x02"
+
+
+def test_a_wrong_key_is_an_error_that_says_so():
+    sealed = encrypt(b"x" * 1000, sequence_iv(1))
+    with pytest.raises(
+        HlsError, match=r"^an HLS segment could not be decrypted \(wrong key or IV\?\)$"
+    ):
+        segment_decrypt(sealed, bytes(16), sequence_iv(1))

@@ -1,0 +1,218 @@
+"""HLS upstreams end to end: the real server (daphne) reads a real HLS origin on loopback
+(tests/channels_admin/hls_origin.py) and viewers at /ts get one MPEG-TS stream, which is
+decoded here frame by frame."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+
+import av
+import pytest
+import requests
+
+from tests.channels_admin.hls_origin import (
+    FRAMES_PER_SEGMENT,
+    VOD_SEGMENTS,
+    HlsOrigin,
+    frame_index,
+)
+from tests.channels_admin.stream_client import select, status, wait_until
+from tests.conftest import running_server
+
+CHANNELS = {
+    "ts": "/ts/live.m3u8",
+    "fmp4": "/fmp4/live.m3u8",
+    "aes": "/aes/live.m3u8",
+    "aes-iv": "/aes-iv/live.m3u8",
+    "sample-aes": "/sample-aes/live.m3u8",
+    "vod": "/ts/vod.m3u8",
+    "gap": "/ts/gap.m3u8",
+    "range": "/range/vod.m3u8",
+    "master": "/master.m3u8",
+    "redirect": "/redirect/live.m3u8",
+}
+USER_AGENT = "TestPlayer/2.0"
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory):
+    server = HlsOrigin(tmp_path_factory.mktemp("hls-origin"))
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def server(origin, tmp_path_factory):
+    var_dir = tmp_path_factory.mktemp("hls-var")
+    lines = ["#EXTM3U"]
+    for channel_id, path in CHANNELS.items():
+        lines += [f'#EXTINF:-1 tvg-id="{channel_id}",{channel_id}']
+        lines += [f"#EXTVLCOPT:http-user-agent={USER_AGENT}", origin.url(path)]
+    playlist = var_dir / "channels.m3u"
+    playlist.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with running_server(
+        var_dir, CHANNELS_PLAYLIST_PATH=str(playlist), CHANNELS_UPSTREAM_READ_TIMEOUT_SEC="2"
+    ) as base_url:
+        yield base_url
+
+
+@pytest.fixture
+def fresh(origin, server):
+    """The origin's live clock and record start again, then the channel is picked."""
+
+    def play(channel_id: str) -> None:
+        origin.restart()
+        select(server, channel_id)
+
+    return play
+
+
+def watch(server: str, seconds: float) -> bytes:
+    """What a viewer of /ts receives in ``seconds`` (less when nothing comes for 2 s)."""
+    data = bytearray()
+    deadline = time.monotonic() + seconds
+    with requests.get(f"{server}/ts", stream=True, timeout=(5, 2)) as response:
+        assert response.status_code == 200
+        with contextlib.suppress(requests.ConnectionError):  # a read timed out: all is here
+            for chunk in response.iter_content(65536):
+                data += chunk
+                if time.monotonic() > deadline:
+                    break
+    return bytes(data)
+
+
+def frames_of(data: bytes) -> list[int]:
+    """The indices of the frames that the received TS decodes to, in order."""
+    with av.open(io.BytesIO(data), format="mpegts") as container:
+        return [frame_index(f.to_ndarray(format="gray")) for f in container.decode(video=0)]
+
+
+def runs(indices: list[int]) -> list[tuple[int, int]]:
+    """``indices`` as runs of consecutive numbers, (first, last) each."""
+    result: list[tuple[int, int]] = []
+    for index in indices:
+        if result and index == result[-1][1] + 1:
+            result[-1] = (result[-1][0], index)
+        else:
+            result.append((index, index))
+    return result
+
+
+def segments_fetched(origin: HlsOrigin) -> list[int]:
+    found = (re.search(r"/segment(\d+)\.", r.path) for r in origin.requests)
+    return [int(match[1]) for match in found if match]
+
+
+def test_a_live_ts_playlist_plays_in_order_over_one_connection(origin, server, fresh):
+    fresh("ts")
+    frames = frames_of(watch(server, 3.0))
+
+    (first, last), *rest = runs(frames)
+    assert rest == []
+    assert last - first >= 20
+    assert first % FRAMES_PER_SEGMENT == 0  # the stream starts at a segment's key frame
+    fetched = segments_fetched(origin)
+    assert fetched == list(range(fetched[0], fetched[0] + len(fetched)))  # none twice
+    # joined three segments before the live edge of the first playlist loaded
+    published = origin.requests[0].published
+    assert fetched[0] == published - 3
+    assert origin.max_open_connections == 1
+    assert origin.max_in_flight == 1
+    assert {r.headers["User-Agent"] for r in origin.requests} == {USER_AGENT}
+    info = status(server)["upstream_info"]
+    assert re.fullmatch(r"HLS \d+\.\d Mbit/s, segment \d+", info), info
+
+
+@pytest.mark.parametrize("channel_id", ["fmp4", "aes", "aes-iv", "redirect"])
+def test_fmp4_encrypted_and_redirected_playlists_play_in_order(server, fresh, channel_id):
+    fresh(channel_id)
+    frames = frames_of(watch(server, 2.5))
+
+    (first, last), *rest = runs(frames)
+    assert rest == []
+    assert last - first >= 15
+
+
+def test_a_master_playlist_plays_its_highest_variant_with_video(origin, server, fresh):
+    fresh("master")
+    wait_until(lambda: status(server)["upstream_info"], what="playing")
+
+    assert origin.fetched(".m3u8")[:2] == ["/master.m3u8", "/v/2000000/live.m3u8"]
+    assert status(server)["upstream_info"].startswith("HLS 160x96, 2.0 Mbit/s, segment ")
+
+
+def test_a_vod_playlist_plays_to_its_end_then_counts_as_ended(origin, server, fresh):
+    fresh("vod")
+    frames = frames_of(watch(server, VOD_SEGMENTS * 0.5 + 1.5))
+
+    assert runs(frames)[-1][1] == VOD_SEGMENTS * FRAMES_PER_SEGMENT - 1
+    assert len(runs(frames)) == 1
+    wait_until(lambda: status(server)["upstream_down"], what="ended")
+    assert status(server)["upstream_detail"] == "the upstream ended the stream"
+    time.sleep(1.0)  # reconnects find nothing new to fetch
+    assert segments_fetched(origin) == list(range(VOD_SEGMENTS))
+
+
+def test_a_discontinuity_goes_on_with_the_new_timestamps(server, fresh):
+    fresh("gap")
+    frames = frames_of(watch(server, 2 * VOD_SEGMENTS * 0.5 + 1.0))
+
+    last = VOD_SEGMENTS * FRAMES_PER_SEGMENT - 1
+    *before, after = runs(frames)
+    assert after == (0, last)
+    assert len(before) == 1
+    assert before[0][1] == last
+
+
+def test_byte_ranges_of_one_file_play_as_segments(origin, server, fresh):
+    fresh("range")
+    frames = frames_of(watch(server, VOD_SEGMENTS * 0.5 + 1.5))
+
+    assert runs(frames)[-1][1] == VOD_SEGMENTS * FRAMES_PER_SEGMENT - 1
+    assert len(runs(frames)) == 1
+    ranges = [r.headers.get("Range") for r in origin.requests if r.path == "/range/all.ts"]
+    assert len(ranges) == VOD_SEGMENTS
+    assert ranges[0].startswith("bytes=0-")
+
+
+def test_a_missing_segment_is_skipped_and_the_stream_goes_on(origin, server, fresh):
+    origin.restart()
+    origin.missing.add(6)
+    select(server, "ts")
+    frames = frames_of(watch(server, 4.0))
+
+    (_, before), (after, _) = runs(frames)
+    assert (before, after) == (6 * FRAMES_PER_SEGMENT - 1, 7 * FRAMES_PER_SEGMENT)
+    assert not status(server)["upstream_down"]
+
+
+def test_a_stalled_playlist_is_reported_down(origin, server, fresh):
+    fresh("ts")
+    wait_until(lambda: status(server)["upstream_info"], what="playing")
+    origin.stall = True
+
+    wait_until(lambda: status(server)["upstream_down"], timeout=8, what="stall noticed")
+    assert status(server)["upstream_detail"] == "the HLS playlist stalled: no new segment for 3 s"
+
+
+def test_sample_aes_is_refused_with_the_reason(server, fresh):
+    fresh("sample-aes")
+
+    wait_until(lambda: status(server)["upstream_down"], what="refused")
+    assert status(server)["upstream_detail"] == (
+        "HLS encryption SAMPLE-AES is not supported (AES-128 only)"
+    )
+
+
+def test_switching_between_hls_channels_never_opens_two_connections(origin, server, fresh):
+    fresh("ts")
+    wait_until(lambda: status(server)["upstream_info"], what="playing")
+    for channel_id in ("fmp4", "aes", "ts"):
+        select(server, channel_id)
+        wait_until(lambda: status(server)["upstream_info"], what=f"{channel_id} playing")
+
+    assert origin.max_open_connections == 1
+    assert origin.max_in_flight == 1
