@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import redis
 
+from channels_admin.gop_cache import GopCache
 from channels_admin.hls import PLAYLIST_MAX_BYTES, HlsError, HlsReader, Response, looks_like_hls
 from channels_admin.relay import Relay
 
@@ -159,6 +160,8 @@ class Hub:
         flush_seconds: float = 0.1,
         relay: Relay | None = None,
         hls_max_bandwidth: int | None = None,
+        gop_cache_bytes: int = 0,
+        gop_cache_seconds: float = 15.0,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=read_timeout
@@ -171,6 +174,7 @@ class Hub:
         self._flush_seconds = flush_seconds
         self._relay = relay
         self._hls_max_bandwidth = hls_max_bandwidth
+        self._gop = GopCache(max_bytes=gop_cache_bytes, max_seconds=gop_cache_seconds)
         self._subscriptions: set[Subscription] = set()
         self._upstream: Upstream | None = None
         self._generation = ""
@@ -207,7 +211,12 @@ class Hub:
             return self.viewers
 
     def subscribe(self) -> Subscription:
+        """A new viewer, who starts at the current picture group's key frame when the GOP
+        cache has one (so the first picture needs no wait), else at the live edge."""
         subscription = Subscription(self._viewer_buffer_bytes)
+        start = self._gop.start()
+        if start:
+            subscription.push(start)
         self._subscriptions.add(subscription)
         self._viewers_changed.set()
         if self._relay is not None and self._reporter is None:
@@ -240,6 +249,7 @@ class Hub:
                 subscription.end()
             self._subscriptions.clear()
             self._viewers_changed.set()
+            self._gop.clear()
             self._upstream = upstream
             self._generation = generation
             if upstream is not None:
@@ -286,6 +296,7 @@ class Hub:
             await _cancelled(reader)
 
     def _push(self, data: bytes) -> None:
+        self._gop.feed(data)
         for subscription in self._subscriptions:
             subscription.push(data)
 

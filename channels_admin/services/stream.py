@@ -56,6 +56,8 @@ async def stream_hub() -> Hub:
                 on_event=_hub_event_record,
                 relay=relay,
                 hls_max_bandwidth=settings.CHANNELS_HLS_MAX_BANDWIDTH,
+                gop_cache_bytes=settings.CHANNELS_GOP_CACHE_BYTES,
+                gop_cache_seconds=settings.CHANNELS_GOP_CACHE_SEC,
             )
             state = await database_sync_to_async(_state_get)()
             if state.live and state.current_stream_url:

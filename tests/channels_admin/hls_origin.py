@@ -45,6 +45,7 @@ VOD_SEGMENTS = 6
 BITS = 10  # a frame's index, as blocks of 16 x 16 pixels
 KEY = bytes(range(16))
 EXPLICIT_IV = bytes(range(100, 116))
+BACKGROUND = (40, 90, 160)  # RGB around the index blocks
 
 
 def frame_index(image: np.ndarray) -> int:
@@ -55,7 +56,7 @@ def frame_index(image: np.ndarray) -> int:
 
 
 def _frame(index: int) -> np.ndarray:
-    image = np.full((HEIGHT, WIDTH, 3), (40, 90, 160), np.uint8)
+    image = np.full((HEIGHT, WIDTH, 3), BACKGROUND, np.uint8)
     for bit in range(BITS):
         image[40:56, bit * 16 : (bit + 1) * 16] = 235 if index >> bit & 1 else 16
     return image

@@ -10,12 +10,18 @@ import re
 import time
 
 import av
+import numpy as np
 import pytest
 import requests
+from PIL import Image
 
 from tests.channels_admin.hls_origin import (
+    BACKGROUND,
     FRAMES_PER_SEGMENT,
+    HEIGHT,
+    SEGMENTS,
     VOD_SEGMENTS,
+    WIDTH,
     HlsOrigin,
     frame_index,
 )
@@ -35,6 +41,18 @@ CHANNELS = {
     "redirect": "/redirect/live.m3u8",
 }
 USER_AGENT = "TestPlayer/2.0"
+PLAYING = """() => {
+    const video = document.getElementById("player");
+    return video.readyState >= 2 && video.currentTime > 1;
+}"""
+# Where the picture is inside the video element (object-fit: contain): left, top, width, height
+SHOWN = """() => {
+    const video = document.getElementById("player");
+    const scale = Math.min(video.clientWidth / video.videoWidth,
+                           video.clientHeight / video.videoHeight);
+    const width = video.videoWidth * scale, height = video.videoHeight * scale;
+    return [(video.clientWidth - width) / 2, (video.clientHeight - height) / 2, width, height];
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +234,35 @@ def test_switching_between_hls_channels_never_opens_two_connections(origin, serv
 
     assert origin.max_open_connections == 1
     assert origin.max_in_flight == 1
+
+
+def test_a_viewer_who_joins_late_starts_at_the_last_key_frame(origin, server, fresh):
+    fresh("ts")
+    wait_until(lambda: status(server)["upstream_info"], what="playing")
+    time.sleep(1.3)  # well inside a later segment
+
+    data = watch(server, 1.0)
+
+    assert (data[1] & 0x1F) << 8 | data[2] == 0  # the PAT comes first
+    (first, last), *rest = runs(frames_of(data))
+    assert rest == []
+    assert first % FRAMES_PER_SEGMENT == 0
+    assert last - first >= FRAMES_PER_SEGMENT
+
+
+def test_the_viewer_page_plays_an_hls_channel(server, fresh, page):
+    fresh("fmp4")
+    page.goto(f"{server}/tv/")
+    page.wait_for_function(PLAYING, timeout=20_000)
+    page.shot("playing")
+
+    picture = Image.open(io.BytesIO(page.locator("#player").screenshot())).convert("RGB")
+    shown = page.evaluate(SHOWN)
+    left, top, width, height = (round(value) for value in shown)
+    shown_frame = picture.crop((left, top, left + width, top + height))
+    frame = np.asarray(shown_frame.resize((WIDTH, HEIGHT)))
+    background = frame[5:30, 10:150].reshape(-1, 3).mean(axis=0)
+    assert np.abs(background - BACKGROUND).max() < 12, background
+    index = frame_index(np.asarray(Image.fromarray(frame).convert("L")))
+    assert 0 < index < SEGMENTS * FRAMES_PER_SEGMENT
+    assert "HLS" in page.text_content("#channel-details")
