@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -95,6 +96,17 @@ def variant_pick(master: m3u8.M3U8, max_bandwidth: int | None) -> m3u8.Playlist:
     return min(with_video, key=bandwidth)
 
 
+def _audio_rendition(variant: m3u8.Playlist) -> str | None:
+    """The URI of the variant's separate audio (its group's default rendition, else the first),
+    or None when the variant's own segments carry the audio."""
+    group = variant.stream_info.audio
+    renditions = [m for m in variant.media if m.type == "AUDIO" and m.group_id == group]
+    if not group or not renditions:
+        return None
+    chosen = next((m for m in renditions if m.default == "YES"), renditions[0])
+    return chosen.absolute_uri if chosen.uri else None
+
+
 def _has_video(variant: m3u8.Playlist) -> bool:
     info = variant.stream_info
     if info.resolution:
@@ -124,13 +136,87 @@ def sequence_iv(sequence: int) -> bytes:
     return sequence.to_bytes(16, "big")
 
 
+@dataclass
+class Fetched:
+    """A segment as fetched and decrypted, with its init section (b"" for MPEG-TS)."""
+
+    track: str  # "video" (the variant's own playlist) or "audio" (a separate rendition)
+    init: bytes
+    body: bytes
+    duration: float
+    discontinuity: bool
+
+
+class _Track:
+    """One media playlist followed from reload to reload: the variant's, or the separate audio
+    rendition's. ``media`` counts the seconds of segments taken since the join."""
+
+    def __init__(self, name: str, url: str, playlist: m3u8.M3U8) -> None:
+        self.name = name
+        self.url = url
+        self.playlist = playlist
+        self.queue: deque[tuple[int, m3u8.Segment, tuple[int, int] | None]] = deque()
+        self.fresh_at = self.loaded_at = time.monotonic()
+        self.media = 0.0
+        self.missing = 0
+
+    @property
+    def target(self) -> float:
+        return float(self.playlist.target_duration or 6)
+
+    def new_segments(self, next_sequence: int | None, join_seconds: float | None) -> int | None:
+        """Queue the segments from ``next_sequence`` on (the join point when None: ``join_seconds``
+        of media before the end, or three segments there); the next sequence to queue after."""
+        segments = self.playlist.segments
+        first = self.playlist.media_sequence or 0
+        last = first + len(segments) - 1
+        if next_sequence is not None and next_sequence > last + 1:
+            # The media sequence restarted (a new encoder): join afresh.
+            logger.warning("hls: the media sequence went back to %d; joining afresh", last)
+            next_sequence = None
+        if next_sequence is None:
+            next_sequence = self._join(first, join_seconds)
+        elif next_sequence < first:
+            logger.warning(
+                "hls: segments %d-%d left the playlist before they were fetched",
+                next_sequence,
+                first - 1,
+            )
+            next_sequence = first
+        ranges = byteranges(segments)
+        for offset in range(next_sequence - first, len(segments)):
+            self.queue.append((first + offset, segments[offset], ranges[offset]))
+        if next_sequence <= last:
+            self.fresh_at = time.monotonic()
+        return last + 1
+
+    def _join(self, first: int, join_seconds: float | None) -> int:
+        segments = self.playlist.segments
+        if self.playlist.is_endlist:
+            return first
+        if join_seconds is None:
+            return first + max(0, len(segments) - LIVE_EDGE_SEGMENTS)
+        behind = 0.0
+        for offset in range(len(segments) - 1, -1, -1):
+            behind += float(segments[offset].duration or 0)
+            if behind >= join_seconds - 0.01:
+                return first + offset
+        return first
+
+    def stalled(self, now: float) -> str | None:
+        limit = STALL_TARGET_DURATIONS * self.target
+        if now - self.fresh_at > limit:
+            return f"the HLS playlist stalled: no new segment for {limit:g} s"
+        return None
+
+
 class HlsReader:
     """One channel's HLS upstream. Keeps its place across reconnects (:meth:`stream` is called
     once per connection attempt), so that no segment is fetched twice."""
 
     def __init__(self, *, max_bandwidth: int | None = None) -> None:
         self._max_bandwidth = max_bandwidth
-        self._next_sequence: int | None = None  # the first segment not yet fetched
+        self._next: dict[str, int | None] = {"video": None, "audio": None}  # first not queued
         self._keys: dict[str, bytes] = {}
         self._inits: dict[tuple[str, tuple[int, int] | None], bytes] = {}
         self._remuxer = TsRemuxer()
@@ -143,92 +229,94 @@ class HlsReader:
         """The upstream's TS bytes, from the playlist ``first`` (``url``, already fetched) on.
         Playlists are reloaded from the URL asked for, not the one redirected to, whose token
         may expire."""
-        variant = ""
+        variant, audio_url = "", None
         playlist = _parse(first)
         if playlist.is_variant:
             chosen = variant_pick(playlist, self._max_bandwidth)
             variant, url = _variant_text(chosen), chosen.absolute_uri
+            audio_url = _audio_rendition(chosen)
             playlist = _parse(await _fetch_ok(fetch, url, None, "playlist"))
         if playlist.is_variant:
             raise HlsError("the HLS variant is itself a master playlist")
-        pace = _Pacer(lead=float(playlist.target_duration or 6))
-        fresh_at = time.monotonic()
-        loaded_at = fresh_at
-        missing = 0
+        video = _Track("video", url, playlist)
+        audio = None
+        if audio_url is not None:
+            listed = _parse(await _fetch_ok(fetch, audio_url, None, "playlist"))
+            audio = _Track("audio", audio_url, listed)
+        pace = _Pacer(lead=video.target)
         while True:
-            target = float(playlist.target_duration or 6)
-            segments = playlist.segments
-            first_sequence = playlist.media_sequence or 0
-            last_sequence = first_sequence + len(segments) - 1
-            start = self._start_sequence(playlist, first_sequence, last_sequence)
-            ranges = byteranges(segments)
-            new = False
-            for offset, segment in enumerate(segments):
-                sequence = first_sequence + offset
-                if sequence < start:
+            joined = self._next["video"] is not None
+            self._next["video"] = video.new_segments(self._next["video"], None)
+            if audio is not None:
+                behind = None if joined else sum(float(s[1].duration or 0) for s in video.queue)
+                self._next["audio"] = audio.new_segments(self._next["audio"], behind)
+            while video.queue:
+                sequence, segment, byterange = video.queue.popleft()
+                parts = await self._take(fetch, video, sequence, segment, byterange)
+                if not parts:
                     continue
-                new = True
-                self._next_sequence = sequence + 1
-                try:
-                    data = await self._segment(fetch, segment, ranges[offset], sequence)
-                except MissingSegment as error:
-                    missing += 1
-                    logger.warning("hls: %s (segment %d skipped)", error, sequence)
-                    if missing >= MISSING_SEGMENTS_LIMIT:
-                        raise
-                    continue
-                missing = 0
-                self.playing = _playing_text(variant, data, segment.duration, sequence)
-                async for piece in pace.release(data, float(segment.duration or target)):
+                while audio is not None and audio.queue and audio.media < video.media:
+                    parts += await self._take(fetch, audio, *audio.queue.popleft())
+                data = await self._to_ts(parts, sequence)
+                self.playing = _playing_text(variant, data, parts[0].duration, sequence)
+                async for piece in pace.release(data, parts[0].duration or video.target):
                     yield piece
-            now = time.monotonic()
-            if new:
-                fresh_at = now
-            if playlist.is_endlist:
+            if video.playlist.is_endlist:
                 return
-            limit = STALL_TARGET_DURATIONS * target
-            if now - fresh_at > limit:
-                raise HlsError(f"the HLS playlist stalled: no new segment for {limit:g} s")
+            now = time.monotonic()
+            for track in (video, audio):
+                reason = track.stalled(now) if track is not None else None
+                if reason:
+                    raise HlsError(reason)
             # RFC 8216 6.3.4: wait a target duration after a load that changed the playlist,
             # half of one after a load that did not, counted from when that load began.
-            wait = (target if new else target / 2) - (now - loaded_at)
+            changed = video.fresh_at >= video.loaded_at
+            wait = (video.target if changed else video.target / 2) - (now - video.loaded_at)
             if wait > 0:
                 await asyncio.sleep(wait)
-            loaded_at = time.monotonic()
-            playlist = _parse(await _fetch_ok(fetch, url, None, "playlist"))
+            for track in (video, audio):
+                if track is not None:
+                    track.loaded_at = time.monotonic()
+                    track.playlist = _parse(await _fetch_ok(fetch, track.url, None, "playlist"))
 
-    def _start_sequence(self, playlist: m3u8.M3U8, first: int, last: int) -> int:
-        if self._next_sequence is None or self._next_sequence > last + 1:
-            # The first load, or the media sequence restarted (a new encoder): join afresh.
-            if self._next_sequence is not None:
-                logger.warning("hls: the media sequence went back to %d; joining afresh", last)
-            if playlist.is_endlist:
-                return first
-            return max(first, last + 1 - LIVE_EDGE_SEGMENTS)
-        if self._next_sequence < first:
-            logger.warning(
-                "hls: segments %d-%d left the playlist before they were fetched",
-                self._next_sequence,
-                first - 1,
-            )
-            return first
-        return self._next_sequence
-
-    async def _segment(
-        self, fetch: Fetch, segment, byterange: tuple[int, int] | None, sequence: int
-    ) -> bytes:
-        body = (await _fetch_ok(fetch, segment.absolute_uri, byterange, "segment")).body
+    async def _take(
+        self,
+        fetch: Fetch,
+        track: _Track,
+        sequence: int,
+        segment: m3u8.Segment,
+        byterange: tuple[int, int] | None,
+    ) -> list[Fetched]:
+        """The segment, or nothing when it is missing (404/410) and the track may skip it."""
+        duration = float(segment.duration or 0)
+        track.media += duration
+        try:
+            body = (await _fetch_ok(fetch, segment.absolute_uri, byterange, "segment")).body
+        except MissingSegment as error:
+            track.missing += 1
+            logger.warning("hls: %s (segment %d skipped)", error, sequence)
+            if track.missing >= MISSING_SEGMENTS_LIMIT:
+                raise
+            return []
+        track.missing = 0
         body = await self._decrypted(fetch, segment.key, body, sequence)
         init = b""
         if segment.init_section is not None:
             init = await self._init(fetch, segment.init_section)
-        if not init and body[:1] == b"\x47":
-            if segment.discontinuity:
+        return [Fetched(track.name, init, body, duration, bool(segment.discontinuity))]
+
+    async def _to_ts(self, parts: list[Fetched], sequence: int) -> bytes:
+        """MPEG-TS as it came, or remuxed: fMP4, packed audio, or video with separate audio."""
+        first = parts[0]
+        if len(parts) == 1 and not first.init and first.body[:1] == b"\x47":
+            if first.discontinuity:
                 self._remuxer.close()
-            return body
+            return first.body
         try:
             return await asyncio.to_thread(
-                self._remuxer.feed, init, body, discontinuity=segment.discontinuity
+                self._remuxer.feed,
+                [(part.track, part.init + part.body) for part in parts],
+                discontinuity=first.discontinuity,
             )
         except RemuxError as error:
             raise HlsError(f"HLS segment {sequence}: {error}") from error

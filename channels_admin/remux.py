@@ -1,11 +1,11 @@
-"""Media segments that are not MPEG-TS (fMP4/CMAF, packed audio) remuxed into one MPEG-TS
-stream with PyAV, without re-encoding.
+"""Media segments remuxed into one MPEG-TS stream with PyAV, without re-encoding.
 
 An HLS upstream may cut its stream into fragmented MP4 (an ``EXT-X-MAP`` init section, then a
-fragment per segment) or into raw audio frames; the hub relays MPEG-TS only. :class:`TsRemuxer`
-demuxes each segment (with its init section in front) and muxes the packets into one MPEG-TS
-muxer kept across segments, so the output has continuous continuity counters and timestamps.
-A discontinuity starts a new muxer (fresh PAT and PMT), as the codecs may change there.
+fragment per segment) or into raw audio frames, or carry its audio in a playlist of its own;
+the hub relays one MPEG-TS stream. :class:`TsRemuxer` demuxes each segment (with its init
+section in front) and muxes the packets of all its tracks into one MPEG-TS muxer kept across
+segments, so the output has continuous continuity counters and timestamps. A discontinuity
+starts a new muxer (fresh PAT and PMT), as the codecs may change there.
 """
 
 from __future__ import annotations
@@ -51,23 +51,28 @@ class TsRemuxer:
     def __init__(self) -> None:
         self._sink = PacketSink()
         self._output: av.container.OutputContainer | None = None
-        self._streams: dict[int, av.stream.Stream] = {}  # input index -> output stream
-        self._last_dts: dict[int, int] = {}  # input index -> last dts muxed (input ticks)
-        self._shift: dict[int, int] = {}  # input index -> ticks added to restart-at-zero inputs
+        # per (track, input stream index): the output stream, the last dts muxed (input ticks),
+        # and the ticks added to inputs that restart their clock at zero
+        self._streams: dict[tuple[str, int], av.stream.Stream] = {}
+        self._last_dts: dict[tuple[str, int], int] = {}
+        self._shift: dict[tuple[str, int], int] = {}
 
-    def feed(self, init: bytes, segment: bytes, *, discontinuity: bool = False) -> bytes:
-        """The TS bytes of ``segment`` (with ``init``, its init section, in front)."""
+    def feed(self, parts: list[tuple[str, bytes]], *, discontinuity: bool = False) -> bytes:
+        """The TS bytes of one stretch of media: (track, segment with its init section in
+        front) for each part, e.g. a video segment and the audio segments of its time."""
         if discontinuity:
             self.close()
         try:
-            with av.open(io.BytesIO(init + segment), "r") as source:
-                streams = [s for s in source.streams if s.type in ("video", "audio")]
-                if not streams:
-                    raise RemuxError("the segment holds neither video nor audio")
+            sources = [(track, _opened(data)) for track, data in parts]
+            try:
                 if self._output is None:
-                    self._open(streams)
-                for packet in source.demux(streams):
-                    self._mux(packet)
+                    self._open(sources)
+                for track, source in sources:
+                    for packet in source.demux(_media_streams(source)):
+                        self._mux(track, packet)
+            finally:
+                for _, source in sources:
+                    source.close()
         except av.FFmpegError as error:
             raise RemuxError(f"the segment could not be remuxed: {error}") from error
         return self._sink.take()
@@ -84,26 +89,40 @@ class TsRemuxer:
         self._shift.clear()
         self._sink.take()
 
-    def _open(self, streams: list[av.stream.Stream]) -> None:
+    def _open(self, sources: list[tuple[str, av.container.InputContainer]]) -> None:
+        if not any(_media_streams(source) for _, source in sources):
+            raise RemuxError("the segment holds neither video nor audio")
         self._output = av.open(self._sink, "w", format="mpegts", container_options=MUX_OPTIONS)
-        for stream in streams:
-            self._streams[stream.index] = self._output.add_stream_from_template(stream)
+        for track, source in sources:
+            for stream in _media_streams(source):
+                if (track, stream.index) not in self._streams:
+                    template = self._output.add_stream_from_template(stream)
+                    self._streams[(track, stream.index)] = template
 
-    def _mux(self, packet: av.Packet) -> None:
-        target = self._streams.get(packet.stream.index)
+    def _mux(self, track: str, packet: av.Packet) -> None:
+        key = (track, packet.stream.index)
+        target = self._streams.get(key)
         if target is None or packet.dts is None or packet.size == 0:
             return  # a stream that appeared after the first segment; the PMT has no place for it
         # Packed audio restarts its clock at zero in every segment; carry it on instead.
-        shift = self._shift.get(packet.stream.index, 0)
-        last = self._last_dts.get(packet.stream.index)
+        shift = self._shift.get(key, 0)
+        last = self._last_dts.get(key)
         if last is not None and packet.dts + shift <= last:
-            frame = packet.duration or 1
-            shift = last + frame - packet.dts
-            self._shift[packet.stream.index] = shift
+            shift = last + (packet.duration or 1) - packet.dts
+            self._shift[key] = shift
         if shift:
             packet.dts += shift
             if packet.pts is not None:
                 packet.pts += shift
-        self._last_dts[packet.stream.index] = packet.dts
+        self._last_dts[key] = packet.dts
         packet.stream = target
         self._output.mux(packet)
+
+
+def _media_streams(source: av.container.InputContainer) -> list[av.stream.Stream]:
+    return [stream for stream in source.streams if stream.type in ("video", "audio")]
+
+
+def _opened(data: bytes) -> av.container.InputContainer:
+    # MPEG-TS is named rather than probed: the probe gives up on a short segment.
+    return av.open(io.BytesIO(data), "r", format="mpegts" if data[:1] == b"\x47" else None)

@@ -15,6 +15,8 @@ Playlists (``{kind}`` is ``ts``, ``fmp4``, ``aes`` for AES-128 with the sequence
 - ``/range/vod.m3u8``: VOD whose segments are byte ranges of one file.
 - ``/master.m3u8``: variants of 0.5, 2 and 4 Mbit/s (``/v/{bandwidth}/live.m3u8``), the
   highest without video.
+- ``/master-audio.m3u8``: one variant of video alone (``/video/live.m3u8``) whose audio is a
+  rendition of its own (``/audio/live.m3u8``), cut apart from the same source.
 - ``/redirect/live.m3u8``: a 302 to ``/ts/live.m3u8``.
 
 Segments listed in :attr:`HlsOrigin.missing` answer 404. The origin records every request and
@@ -62,8 +64,9 @@ def _frame(index: int) -> np.ndarray:
     return image
 
 
-def media_write(folder: Path, segment_type: str) -> None:
-    """``SEGMENTS`` segments of video and AAC audio, cut by FFmpeg's HLS muxer."""
+def media_write(folder: Path, segment_type: str, *, video: bool = True, audio: bool = True) -> None:
+    """``SEGMENTS`` segments of video and AAC audio (or of one of them), cut by FFmpeg's HLS
+    muxer."""
     folder.mkdir(parents=True, exist_ok=True)
     options = {
         "hls_time": str(SEGMENT_SECONDS),
@@ -72,31 +75,50 @@ def media_write(folder: Path, segment_type: str) -> None:
         "hls_segment_type": segment_type,
     }
     with av.open(str(folder / "index.m3u8"), "w", format="hls", options=options) as output:
-        video = output.add_stream("libx264", rate=FPS)
-        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        gop = str(FRAMES_PER_SEGMENT)
-        video.options = {"g": gop, "keyint_min": gop, "sc_threshold": "0", "preset": "ultrafast"}
-        audio = output.add_stream("aac", rate=48000)
-        audio.layout = "mono"
+        streams = []
+        if video:
+            pictures = output.add_stream("libx264", rate=FPS)
+            pictures.width, pictures.height, pictures.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+            gop = str(FRAMES_PER_SEGMENT)
+            pictures.options = {
+                "g": gop,
+                "keyint_min": gop,
+                "sc_threshold": "0",
+                "preset": "ultrafast",
+            }
+            streams.append(pictures)
+        if audio:
+            sound = output.add_stream("aac", rate=48000)
+            sound.layout = "mono"
+            streams.append(sound)
         samples, audio_pts = 1024, 0
         for index in range(SEGMENTS * FRAMES_PER_SEGMENT):
-            frame = av.VideoFrame.from_ndarray(_frame(index), "rgb24")
-            frame.pts, frame.time_base = index, Fraction(1, FPS)
-            output.mux(video.encode(frame))
-            while audio_pts * FPS < (index + 1) * 48000:  # audio up to the frame's end
-                silence = np.zeros((1, samples), np.float32)
-                sound = av.AudioFrame.from_ndarray(silence, format="fltp", layout="mono")
-                sound.sample_rate, sound.pts = 48000, audio_pts
-                output.mux(audio.encode(sound))
+            if video:
+                frame = av.VideoFrame.from_ndarray(_frame(index), "rgb24")
+                frame.pts, frame.time_base = index, Fraction(1, FPS)
+                output.mux(pictures.encode(frame))
+            while audio and audio_pts * FPS < (index + 1) * 48000:  # up to the frame's end
+                tone = np.full((1, samples), 0.1 * (-1) ** (audio_pts // samples), np.float32)
+                piece = av.AudioFrame.from_ndarray(tone, format="fltp", layout="mono")
+                piece.sample_rate, piece.pts = 48000, audio_pts
+                output.mux(sound.encode(piece))
                 audio_pts += samples
-        output.mux(video.encode(None))
-        output.mux(audio.encode(None))
+        for stream in streams:
+            output.mux(stream.encode(None))
 
 
 def encrypt(data: bytes, iv: bytes) -> bytes:
     padder = padding.PKCS7(128).padder()
     encryptor = Cipher(algorithms.AES(KEY), modes.CBC(iv)).encryptor()
     return encryptor.update(padder.update(data) + padder.finalize()) + encryptor.finalize()
+
+
+MASTER_WITH_AUDIO = """#EXTM3U
+#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="Main",DEFAULT=YES,AUTOSELECT=YES,URI="audio/live.m3u8"
+#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="Other",DEFAULT=NO,URI="other/live.m3u8"
+#EXT-X-STREAM-INF:BANDWIDTH=600000,RESOLUTION=160x96,AUDIO="aud"
+video/live.m3u8
+"""
 
 
 @dataclass
@@ -112,7 +134,13 @@ class HlsOrigin:
         self._folder = folder
         media_write(folder / "ts", "mpegts")
         media_write(folder / "fmp4", "fmp4")
-        self._ts = [(folder / "ts" / f"index{n}.ts").read_bytes() for n in range(SEGMENTS)]
+        media_write(folder / "video", "mpegts", audio=False)
+        media_write(folder / "audio", "mpegts", video=False)
+        self._media = {
+            kind: [(folder / kind / f"index{n}.ts").read_bytes() for n in range(SEGMENTS)]
+            for kind in ("ts", "video", "audio")
+        }
+        self._ts = self._media["ts"]
         self._joined = b"".join(self._ts[:VOD_SEGMENTS])
         self.requests: list[Request] = []
         self.missing: set[int] = set()
@@ -215,6 +243,8 @@ class HlsOrigin:
         playlist = "application/vnd.apple.mpegurl"
         if path == "/master.m3u8":
             return 200, playlist, self._master().encode(), {}
+        if path == "/master-audio.m3u8":
+            return 200, playlist, MASTER_WITH_AUDIO.encode(), {}
         if path == "/redirect/live.m3u8":
             return 302, "text/plain", b"", {"Location": self.url("/ts/live.m3u8")}
         if path == "/key.bin":
@@ -285,7 +315,7 @@ class HlsOrigin:
         if kind == "fmp4":
             data = (self._folder / "fmp4" / f"index{number}.m4s").read_bytes()
             return 200, "video/iso.segment", data, {}
-        data = self._ts[number]
+        data = self._media.get(kind, self._ts)[number]
         if kind == "aes":
             data = encrypt(data, number.to_bytes(16, "big"))
         elif kind in ("aes-iv", "sample-aes"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import re
 import time
 
@@ -38,6 +39,7 @@ CHANNELS = {
     "gap": "/ts/gap.m3u8",
     "range": "/range/vod.m3u8",
     "master": "/master.m3u8",
+    "master-audio": "/master-audio.m3u8",
     "redirect": "/redirect/live.m3u8",
 }
 USER_AGENT = "TestPlayer/2.0"
@@ -160,6 +162,24 @@ def test_a_master_playlist_plays_its_highest_variant_with_video(origin, server, 
 
     assert origin.fetched(".m3u8")[:2] == ["/master.m3u8", "/v/2000000/live.m3u8"]
     assert status(server)["upstream_info"].startswith("HLS 160x96, 2.0 Mbit/s, segment ")
+
+
+def test_a_separate_audio_rendition_is_muxed_with_the_video(origin, server, fresh):
+    fresh("master-audio")
+    data = watch(server, 3.0)
+
+    (first, last), *rest = runs(frames_of(data))
+    assert rest == []
+    assert last - first >= 20
+    with av.open(io.BytesIO(data), format="mpegts") as container:
+        starts = [float(f.time) for f in container.decode(audio=0)]
+    steps = {round(b - a, 4) for a, b in itertools.pairwise(starts)}
+    assert steps == {round(1024 / 48000, 4)}  # every AAC frame, none lost or repeated
+    assert starts[-1] - starts[0] >= (last - first) / 10 - 1.0  # as long as the video, nearly
+    fetched = origin.fetched(".m3u8")
+    assert fetched[:3] == ["/master-audio.m3u8", "/video/live.m3u8", "/audio/live.m3u8"]
+    assert "/other/live.m3u8" not in fetched
+    assert origin.max_in_flight == 1
 
 
 def test_a_vod_playlist_plays_to_its_end_then_counts_as_ended(origin, server, fresh):
