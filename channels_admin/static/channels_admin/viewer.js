@@ -1,7 +1,7 @@
 // The viewer page: plays /ts with mpegts.js and shows the status the server pushes.
 //
-// The server ends /ts when the channel changes; the player is then rebuilt, as it is after
-// any error, so the page follows the channel without a reload.
+// The server ends /ts when the channel changes; the player is then rebuilt at once (after an
+// error, a second later), so the page follows the channel without a reload.
 
 import { showState } from "./state.js";
 
@@ -39,14 +39,14 @@ function destroyPlayer() {
   player = null;
 }
 
-function scheduleRebuild(reason) {
+function scheduleRebuild(reason, delayMs = REBUILD_DELAY_MS) {
   destroyPlayer();
   if (rebuildTimer) return;
   message.textContent = reason;
   rebuildTimer = setTimeout(() => {
     rebuildTimer = null;
     if (live) buildPlayer();
-  }, REBUILD_DELAY_MS);
+  }, delayMs);
 }
 
 function buildPlayer() {
@@ -62,7 +62,8 @@ function buildPlayer() {
   );
   player.attachMediaElement(video);
   player.on(mpegts.Events.ERROR, (type, detail) => scheduleRebuild(`Reconnecting (${detail})…`));
-  player.on(mpegts.Events.LOADING_COMPLETE, () => scheduleRebuild("The stream changed; reconnecting…"));
+  // The server ended the stream: a switch, whose new channel is ready to be asked for now.
+  player.on(mpegts.Events.LOADING_COMPLETE, () => scheduleRebuild("The channel changed…", 0));
   player.load();
   const playing = video.play();
   if (playing) playing.catch(() => {}); // autoplay may wait for a click
