@@ -78,7 +78,15 @@ class ChannelAdmin(admin.ModelAdmin):
     list_display = ("name", "channel_id", "group", "chno", "stream_url")
     list_filter = ("group", "playlist")
     search_fields = ("name", "channel_id", "stream_url", "tvg_id")
-    readonly_fields = (*CHANNEL_FIELDS, "playlist", "tvg_id", "user_agent", "referrer", "attrs")
+    readonly_fields = (
+        *CHANNEL_FIELDS,
+        "playlist",
+        "tvg_id",
+        "user_agent",
+        "referrer",
+        "http_headers",
+        "attrs",
+    )
     fields = readonly_fields
     ordering = ("position",)
     list_per_page = 100

@@ -5,9 +5,10 @@ attributes point at the programme guide (``url-tvg="https://.../epg.xml"``), the
 channel. An entry is an ``#EXTINF`` line, carrying a duration (``-1`` for a live stream),
 ``key="value"`` attributes (``tvg-id``, ``tvg-name``, ``tvg-logo``, ``group-title`` ...) and,
 after the first comma outside quotes, the display title; the stream URL follows on its own line.
-Between the two, player hints may appear: ``#EXTGRP:<group>`` and ``#EXTVLCOPT:<option>=<value>``
+Between the two, player hints may appear: ``#EXTGRP:<group>``, ``#EXTVLCOPT:<option>=<value>``
 (VLC options, of which the HTTP user agent and referrer matter: some streams refuse requests
-without them). A file of bare URL lines, without any of this, is a playlist too.
+without them) and ``#EXTHTTP:{"header": "value", ...}`` (HTTP headers as a JSON object, e.g. a
+cookie). A file of bare URL lines, without any of this, is a playlist too.
 
 There is no formal grammar; files in the wild come from many tools and from hand editing. The
 parser is lenient about what real files get wrong (encoding, line endings, quoting, missing titles
@@ -22,10 +23,11 @@ every reload of the same playlist, so that stored channels can be matched up aga
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["M3UEntry", "M3UParseError", "M3UPlaylist", "channel_ids", "m3u_parse"]
 
@@ -109,6 +111,7 @@ class M3UEntry:
     group: str
     user_agent: str
     referrer: str
+    headers: dict[str, str] = field(default_factory=dict)  # from #EXTHTTP
 
     @property
     def tvg_id(self) -> str:
@@ -169,6 +172,7 @@ def m3u_parse(data: bytes | str) -> M3UPlaylist:
     # be written before the #EXTINF as well as after it, so they are kept apart from it.
     pending: tuple[str, float | None, dict[str, str]] | None = None
     group = user_agent = referrer = ""
+    headers: dict[str, str] = {}
 
     for raw_line in lines:
         line = raw_line.strip()
@@ -186,6 +190,8 @@ def m3u_parse(data: bytes | str) -> M3UPlaylist:
                     user_agent = value.strip()
                 elif option in ("http-referrer", "http-referer"):
                     referrer = value.strip()
+            elif head.startswith("#EXTHTTP:"):
+                headers = _http_headers(line[9:])
             elif head.startswith("#EXTGRP:"):
                 group = line[8:].strip()
             elif head.startswith("#EXTM3U") and (len(line) == 7 or line[7] in " \t:"):
@@ -203,9 +209,10 @@ def m3u_parse(data: bytes | str) -> M3UPlaylist:
             ignored += 1
             pending = None
             group = user_agent = referrer = ""
+            headers = {}
             continue
         if pending is None:
-            entries.append(M3UEntry(line, line, None, {}, group, user_agent, referrer))
+            entries.append(M3UEntry(line, line, None, {}, group, user_agent, referrer, headers))
         else:
             title, duration, attrs = pending
             entries.append(
@@ -217,14 +224,38 @@ def m3u_parse(data: bytes | str) -> M3UPlaylist:
                     attrs.get("group-title", "").strip() or group,
                     user_agent,
                     referrer,
+                    headers,
                 )
             )
             pending = None
         group = user_agent = referrer = ""
+        headers = {}
 
     if not entries:
         raise M3UParseError(_no_entries_message(ignored))
     return M3UPlaylist(header_attrs, entries, ignored)
+
+
+def _http_headers(text: str) -> dict[str, str]:
+    """An ``#EXTHTTP`` JSON object as headers; what is not a JSON object, or a name or value
+    that could not go in an HTTP header, is left out."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {
+        name.strip(): str(item).strip()
+        for name, item in value.items()
+        if _HEADER_NAME.fullmatch(name.strip())
+        and isinstance(item, str | int | float)
+        and not _HEADER_BREAK.search(str(item))
+    }
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+_HEADER_BREAK = re.compile(r"[\r\n\x00]")
 
 
 def channel_ids(entries: Sequence[M3UEntry]) -> list[str]:

@@ -67,6 +67,9 @@ class Channel(models.Model):
     chno = models.CharField(max_length=50, blank=True)
     user_agent = models.CharField(max_length=1000, blank=True)
     referrer = models.CharField(max_length=2000, blank=True)
+    http_headers = models.JSONField(
+        default=dict, blank=True, help_text="Headers the entry's #EXTHTTP line asks for."
+    )
     attrs = models.JSONField(
         default=dict, blank=True, help_text="The entry's other #EXTINF attributes."
     )
@@ -87,13 +90,19 @@ class Channel(models.Model):
 
     @property
     def upstream_headers(self) -> dict[str, str]:
-        """HTTP headers the provider expects, from the entry's #EXTVLCOPT lines."""
-        headers = {}
+        """HTTP headers the provider expects, from the entry's #EXTHTTP and #EXTVLCOPT lines
+        (the latter win), named in their usual case."""
+        headers = {_header_case(name): value for name, value in self.http_headers.items()}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
         if self.referrer:
             headers["Referer"] = self.referrer
         return headers
+
+
+def _header_case(name: str) -> str:
+    """``user-agent`` as ``User-Agent``: one spelling, so that no header is sent twice."""
+    return "-".join(part[:1].upper() + part[1:].lower() for part in name.split("-"))
 
 
 class StreamState(models.Model):

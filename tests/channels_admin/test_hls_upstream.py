@@ -30,6 +30,7 @@ from tests.channels_admin.stream_client import select, status, wait_until
 from tests.conftest import running_server
 
 CHANNELS = {
+    "idle": "/idle.m3u8",  # answers 404: what plays between tests
     "ts": "/ts/live.m3u8",
     "fmp4": "/fmp4/live.m3u8",
     "aes": "/aes/live.m3u8",
@@ -43,6 +44,7 @@ CHANNELS = {
     "redirect": "/redirect/live.m3u8",
 }
 USER_AGENT = "TestPlayer/2.0"
+COOKIE_JSON = '{"cookie": "session=abc", "user-agent": "overridden by #EXTVLCOPT"}'
 PLAYING = """() => {
     const video = document.getElementById("player");
     return video.readyState >= 2 && video.currentTime > 1;
@@ -70,7 +72,8 @@ def server(origin, tmp_path_factory):
     lines = ["#EXTM3U"]
     for channel_id, path in CHANNELS.items():
         lines += [f'#EXTINF:-1 tvg-id="{channel_id}",{channel_id}']
-        lines += [f"#EXTVLCOPT:http-user-agent={USER_AGENT}", origin.url(path)]
+        lines += [f"#EXTVLCOPT:http-user-agent={USER_AGENT}", f"#EXTHTTP:{COOKIE_JSON}"]
+        lines.append(origin.url(path))
     playlist = var_dir / "channels.m3u"
     playlist.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with running_server(
@@ -81,9 +84,11 @@ def server(origin, tmp_path_factory):
 
 @pytest.fixture
 def fresh(origin, server):
-    """The origin's live clock and record start again, then the channel is picked."""
+    """The origin's live clock and record start again, then the channel is picked. The idle
+    channel comes first, so that no request of the channel before is recorded."""
 
     def play(channel_id: str) -> None:
+        select(server, "idle")
         origin.restart()
         select(server, channel_id)
 
@@ -121,6 +126,10 @@ def runs(indices: list[int]) -> list[tuple[int, int]]:
     return result
 
 
+def playlists_fetched(origin: HlsOrigin) -> list[str]:
+    return [path for path in origin.fetched(".m3u8") if path != CHANNELS["idle"]]
+
+
 def segments_fetched(origin: HlsOrigin) -> list[int]:
     found = (re.search(r"/segment(\d+)\.", r.path) for r in origin.requests)
     return [int(match[1]) for match in found if match]
@@ -137,11 +146,12 @@ def test_a_live_ts_playlist_plays_in_order_over_one_connection(origin, server, f
     fetched = segments_fetched(origin)
     assert fetched == list(range(fetched[0], fetched[0] + len(fetched)))  # none twice
     # joined three segments before the live edge of the first playlist loaded
-    published = origin.requests[0].published
+    published = next(r.published for r in origin.requests if r.path == "/ts/live.m3u8")
     assert fetched[0] == published - 3
     assert origin.max_open_connections == 1
     assert origin.max_in_flight == 1
-    assert {r.headers["User-Agent"] for r in origin.requests} == {USER_AGENT}
+    sent = {(r.headers["User-Agent"], r.headers["Cookie"]) for r in origin.requests}
+    assert sent == {(USER_AGENT, "session=abc")}  # with every playlist and segment request
     info = status(server)["upstream_info"]
     assert re.fullmatch(r"HLS \d+\.\d Mbit/s, segment \d+", info), info
 
@@ -160,7 +170,7 @@ def test_a_master_playlist_plays_its_highest_variant_with_video(origin, server, 
     fresh("master")
     wait_until(lambda: status(server)["upstream_info"], what="playing")
 
-    assert origin.fetched(".m3u8")[:2] == ["/master.m3u8", "/v/2000000/live.m3u8"]
+    assert playlists_fetched(origin)[:2] == ["/master.m3u8", "/v/2000000/live.m3u8"]
     assert status(server)["upstream_info"].startswith("HLS 160x96, 2.0 Mbit/s, segment ")
 
 
@@ -176,7 +186,7 @@ def test_a_separate_audio_rendition_is_muxed_with_the_video(origin, server, fres
     steps = {round(b - a, 4) for a, b in itertools.pairwise(starts)}
     assert steps == {round(1024 / 48000, 4)}  # every AAC frame, none lost or repeated
     assert starts[-1] - starts[0] >= (last - first) / 10 - 1.0  # as long as the video, nearly
-    fetched = origin.fetched(".m3u8")
+    fetched = playlists_fetched(origin)
     assert fetched[:3] == ["/master-audio.m3u8", "/video/live.m3u8", "/audio/live.m3u8"]
     assert "/other/live.m3u8" not in fetched
     assert origin.max_in_flight == 1
@@ -217,7 +227,7 @@ def test_byte_ranges_of_one_file_play_as_segments(origin, server, fresh):
 
 
 def test_a_missing_segment_is_skipped_and_the_stream_goes_on(origin, server, fresh):
-    origin.restart()
+    fresh("idle")
     origin.missing.add(6)
     select(server, "ts")
     frames = frames_of(watch(server, 4.0))

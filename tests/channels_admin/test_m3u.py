@@ -28,6 +28,7 @@ def entry(
     group: str = "",
     user_agent: str = "",
     referrer: str = "",
+    headers: dict[str, str] | None = None,
 ) -> M3UEntry:
     return M3UEntry(
         title=url if title is None else title,
@@ -37,6 +38,7 @@ def entry(
         group=group,
         user_agent=user_agent,
         referrer=referrer,
+        headers={} if headers is None else headers,
     )
 
 
@@ -453,6 +455,27 @@ def test_vlc_options_apply_to_a_plain_url_line_and_other_options_are_ignored():
 
     assert playlist.entries == [
         entry("http://s.example/plain", duration=None, user_agent="Agent/3.0")
+    ]
+
+
+def test_exthttp_headers_apply_to_the_next_entry_and_unsafe_ones_are_left_out():
+    playlist = m3u_parse(
+        "#EXTM3U\n"
+        '#EXTINF:-1 tvg-id="a",A\n'
+        '#EXTHTTP:{"cookie": "session=abc; lang=de", "X-Token": 7, "bad name": "x",'
+        ' "Injected": "a\\r\\nHost: evil", "nested": {"a": 1}}\n'
+        "http://s.example/a\n"
+        '#EXTINF:-1 tvg-id="b",B\n'
+        "#EXTHTTP:not json\n"
+        "http://s.example/b\n"
+        '#EXTINF:-1 tvg-id="c",C\n'
+        "http://s.example/c\n"
+    )
+
+    assert [e.headers for e in playlist.entries] == [
+        {"cookie": "session=abc; lang=de", "X-Token": "7"},
+        {},
+        {},
     ]
 
 
