@@ -14,8 +14,9 @@ request at a time, over a keep-alive connection where the server allows):
   remuxed (:mod:`~channels_admin.remux`). ``EXT-X-BYTERANGE`` ranges are requested as such.
 - ``EXT-X-KEY METHOD=AES-128`` segments are decrypted (explicit IV, or the media sequence
   number); other methods are refused with the reason.
-- Segments are released at the pace of their durations, at most a target duration ahead of
-  real time, so viewers get a steady stream instead of a segment-sized burst.
+- Segments are released at the pace of their durations, at most a second ahead of real time,
+  so viewers get a steady stream instead of a segment-sized burst; the next segments are
+  fetched meanwhile.
 
 :attr:`HlsReader.playing` says what is playing, for the status.
 """
@@ -23,6 +24,7 @@ request at a time, over a keep-alive connection where the server allows):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -49,6 +51,8 @@ LIVE_EDGE_SEGMENTS = 3  # a live playlist is joined this many segments before it
 STALL_TARGET_DURATIONS = 3  # no new segment for this many target durations: stalled
 MISSING_SEGMENTS_LIMIT = 3  # consecutive segments that fail before the upstream counts as down
 RELEASE_SLICE_SECONDS = 0.1  # a segment's bytes go out in slices of about this much media
+PACE_LEAD_SECONDS = 1.0  # media goes out at most this far ahead of real time
+PREFETCH_SEGMENTS = 2  # segments fetched while the ones before them go out
 PLAYLIST_MAX_BYTES = 4 * 1024 * 1024
 
 
@@ -134,6 +138,16 @@ def segment_decrypt(data: bytes, key: bytes, iv: bytes) -> bytes:
 def sequence_iv(sequence: int) -> bytes:
     """The IV of a segment whose key gives none: its media sequence number, big-endian."""
     return sequence.to_bytes(16, "big")
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A stretch of TS ready to go out: one segment's time."""
+
+    data: bytes
+    duration: float
+    target: float  # the playlist's target duration
+    playing: str  # what the status says
 
 
 @dataclass
@@ -227,8 +241,40 @@ class HlsReader:
 
     async def stream(self, fetch: Fetch, url: str, first: Response) -> AsyncIterator[bytes]:
         """The upstream's TS bytes, from the playlist ``first`` (``url``, already fetched) on.
-        Playlists are reloaded from the URL asked for, not the one redirected to, whose token
-        may expire."""
+
+        Segments are fetched ahead (up to ``PREFETCH_SEGMENTS``, still one request at a time)
+        while the ones before go out at the pace of their durations, so that a slow segment
+        fetch does not starve the viewers."""
+        ready: asyncio.Queue[_Ready | Exception | None] = asyncio.Queue(PREFETCH_SEGMENTS)
+        producer = asyncio.create_task(self._produce(fetch, url, first, ready))
+        pace: _Pacer | None = None
+        try:
+            while (item := await ready.get()) is not None:
+                if isinstance(item, Exception):
+                    raise item
+                self.playing = item.playing
+                if pace is None:
+                    pace = _Pacer(lead=min(item.target, PACE_LEAD_SECONDS))
+                async for piece in pace.release(item.data, item.duration):
+                    yield piece
+        finally:
+            producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer
+
+    async def _produce(self, fetch: Fetch, url: str, first: Response, ready: asyncio.Queue) -> None:
+        """Follow the playlists and put each stretch of TS in ``ready``; then None at the end
+        of a VOD playlist, or the error that stopped it."""
+        try:
+            await self._follow(fetch, url, first, ready)
+        except Exception as error:  # handed to the reader, which raises it
+            await ready.put(error)
+        else:
+            await ready.put(None)
+
+    async def _follow(self, fetch: Fetch, url: str, first: Response, ready: asyncio.Queue) -> None:
+        """Playlists are reloaded from the URL asked for, not the one redirected to, whose
+        token may expire."""
         variant, audio_url = "", None
         playlist = _parse(first)
         if playlist.is_variant:
@@ -243,7 +289,6 @@ class HlsReader:
         if audio_url is not None:
             listed = _parse(await _fetch_ok(fetch, audio_url, None, "playlist"))
             audio = _Track("audio", audio_url, listed)
-        pace = _Pacer(lead=video.target)
         while True:
             joined = self._next["video"] is not None
             self._next["video"] = video.new_segments(self._next["video"], None)
@@ -258,9 +303,9 @@ class HlsReader:
                 while audio is not None and audio.queue and audio.media < video.media:
                     parts += await self._take(fetch, audio, *audio.queue.popleft())
                 data = await self._to_ts(parts, sequence)
-                self.playing = _playing_text(variant, data, parts[0].duration, sequence)
-                async for piece in pace.release(data, parts[0].duration or video.target):
-                    yield piece
+                playing = _playing_text(variant, data, parts[0].duration, sequence)
+                duration = parts[0].duration or video.target
+                await ready.put(_Ready(data, duration, video.target, playing))
             if video.playlist.is_endlist:
                 return
             now = time.monotonic()
