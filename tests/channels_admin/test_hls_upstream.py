@@ -4,7 +4,6 @@ decoded here frame by frame."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import itertools
 import re
@@ -13,7 +12,6 @@ import time
 import av
 import numpy as np
 import pytest
-import requests
 from PIL import Image
 
 from tests.channels_admin.hls_origin import (
@@ -26,7 +24,7 @@ from tests.channels_admin.hls_origin import (
     HlsOrigin,
     frame_index,
 )
-from tests.channels_admin.stream_client import select, status, wait_until
+from tests.channels_admin.stream_client import frames_of, runs, select, status, wait_until, watch
 from tests.conftest import running_server
 
 CHANNELS = {
@@ -93,37 +91,6 @@ def fresh(origin, server):
         select(server, channel_id)
 
     return play
-
-
-def watch(server: str, seconds: float) -> bytes:
-    """What a viewer of /ts receives in ``seconds`` (less when nothing comes for 2 s)."""
-    data = bytearray()
-    deadline = time.monotonic() + seconds
-    with requests.get(f"{server}/ts", stream=True, timeout=(5, 2)) as response:
-        assert response.status_code == 200
-        with contextlib.suppress(requests.ConnectionError):  # a read timed out: all is here
-            for chunk in response.iter_content(65536):
-                data += chunk
-                if time.monotonic() > deadline:
-                    break
-    return bytes(data)
-
-
-def frames_of(data: bytes) -> list[int]:
-    """The indices of the frames that the received TS decodes to, in order."""
-    with av.open(io.BytesIO(data), format="mpegts") as container:
-        return [frame_index(f.to_ndarray(format="gray")) for f in container.decode(video=0)]
-
-
-def runs(indices: list[int]) -> list[tuple[int, int]]:
-    """``indices`` as runs of consecutive numbers, (first, last) each."""
-    result: list[tuple[int, int]] = []
-    for index in indices:
-        if result and index == result[-1][1] + 1:
-            result[-1] = (result[-1][0], index)
-        else:
-            result.append((index, index))
-    return result
 
 
 def playlists_fetched(origin: HlsOrigin) -> list[str]:

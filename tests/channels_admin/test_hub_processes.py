@@ -10,14 +10,9 @@ import uuid
 import pytest
 import redis
 
-from tests.channels_admin.test_stream_server import (
-    Viewer,
-    playlist_for,
-    select,
-    sequences,
-    status,
-    wait_until,
-)
+from tests.channels_admin.hls_origin import FRAMES_PER_SEGMENT, HlsOrigin
+from tests.channels_admin.stream_client import frames_of, runs, select, status, wait_until, watch
+from tests.channels_admin.test_stream_server import Viewer, playlist_for, sequences
 from tests.channels_admin.upstream import PACKET, TsUpstream
 from tests.config.test_scale_out import REDIS_URL, needs_redis
 from tests.conftest import free_port, running_server
@@ -97,6 +92,47 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
     assert keys.smembers(f"{prefix}:viewers") == set()
     assert keys.keys(f"{prefix}:*") in ([], [f"{prefix}:ts".encode()])
     wait_until(lambda: keys.keys(f"{prefix}:*") == [], timeout=LOCK_SEC * 3, what="keys gone")
+
+
+@needs_redis
+def test_an_hls_channel_has_one_reader_and_every_process_starts_viewers_at_a_key_frame(
+    tmp_path,
+):
+    origin = HlsOrigin(tmp_path / "origin")
+    playlist = tmp_path / "channels.m3u"
+    url = origin.url("/ts/live.m3u8")
+    playlist.write_text(f'#EXTM3U\n#EXTINF:-1 tvg-id="h",HLS\n{url}\n', encoding="utf-8")
+    env = {
+        "CHANNELS_PLAYLIST_PATH": str(playlist),
+        "REDIS_URL": REDIS_URL,
+        "CHANNELS_RELAY_PREFIX": f"test-hub-{uuid.uuid4().hex[:8]}",
+        "CHANNELS_RELAY_LOCK_SEC": str(LOCK_SEC),
+    }
+    try:
+        with (
+            running_server(tmp_path, port=free_port(), log_name="one.log", **env) as one,
+            running_server(tmp_path, port=free_port(), log_name="two.log", **env) as two,
+        ):
+            status(two)  # its hub exists and listens for switches
+            origin.restart()
+            select(one, "h")
+            wait_until(lambda: status(two)["upstream_info"], what="playing")
+            for server in (one, two, two):
+                # each joins mid-segment, and is started at the segment's key frame
+                data = watch(server, 1.2)
+                assert (data[1] & 0x1F) << 8 | data[2] == 0  # the PAT first
+                (first, last), *rest = runs(frames_of(data))
+                assert rest == []
+                assert first % FRAMES_PER_SEGMENT == 0
+                assert last - first >= FRAMES_PER_SEGMENT
+    finally:
+        origin.close()
+    # one reader between the two processes: one connection, one request at a time, and no
+    # segment twice
+    assert origin.max_open_connections == 1
+    assert origin.max_in_flight == 1
+    segments = origin.fetched(".ts")
+    assert len(segments) == len(set(segments))
 
 
 def _pid_of(server: str) -> int:
