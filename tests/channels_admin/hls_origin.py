@@ -6,7 +6,8 @@ reads it back), so a test can decode what a viewer received and check that the f
 order with nothing lost. Segment ``n`` holds frames ``n * FRAMES_PER_SEGMENT`` onwards.
 
 Playlists (``{kind}`` is ``ts``, ``fmp4``, ``aes`` for AES-128 with the sequence-number IV,
-``aes-iv`` for AES-128 with an explicit IV, ``sample-aes`` for a method the hub refuses):
+``aes-iv`` for AES-128 with an explicit IV, ``sample-aes`` for a method the hub refuses,
+``packed`` for audio alone as raw ADTS frames):
 
 - ``/{kind}/live.m3u8``: a live window of ``WINDOW`` segments that slides with the clock from
   segment ``LIVE_START``; :attr:`HlsOrigin.stall` freezes it.
@@ -26,6 +27,7 @@ counts connections and requests in flight, so tests see what a provider would se
 from __future__ import annotations
 
 import http.server
+import io
 import threading
 import time
 from dataclasses import dataclass
@@ -107,6 +109,22 @@ def media_write(folder: Path, segment_type: str, *, video: bool = True, audio: b
             output.mux(stream.encode(None))
 
 
+def packed_audio(segment: bytes) -> bytes:
+    """An audio-only TS segment's AAC frames as raw ADTS, as packed-audio HLS carries them
+    (with no timestamps of their own: every segment starts at zero)."""
+    target = io.BytesIO()
+    with (
+        av.open(io.BytesIO(segment), format="mpegts") as source,
+        av.open(target, "w", format="adts") as output,
+    ):
+        stream = output.add_stream_from_template(source.streams.audio[0])
+        for packet in source.demux(source.streams.audio[0]):
+            if packet.size:
+                packet.stream = stream
+                output.mux(packet)
+    return target.getvalue()
+
+
 def encrypt(data: bytes, iv: bytes) -> bytes:
     padder = padding.PKCS7(128).padder()
     encryptor = Cipher(algorithms.AES(KEY), modes.CBC(iv)).encryptor()
@@ -140,6 +158,7 @@ class HlsOrigin:
             kind: [(folder / kind / f"index{n}.ts").read_bytes() for n in range(SEGMENTS)]
             for kind in ("ts", "video", "audio")
         }
+        self._media["packed"] = [packed_audio(segment) for segment in self._media["audio"]]
         self._ts = self._media["ts"]
         self._joined = b"".join(self._ts[:VOD_SEGMENTS])
         self.requests: list[Request] = []
@@ -273,7 +292,7 @@ class HlsOrigin:
 
     def _playlist(self, kind: str, name: str) -> str | None:
         head = ["#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:1"]
-        extension = "m4s" if kind == "fmp4" else "ts"
+        extension = {"fmp4": "m4s", "packed": "aac"}.get(kind, "ts")
         if kind == "fmp4":
             head.append('#EXT-X-MAP:URI="init.mp4"')
         if kind == "aes":

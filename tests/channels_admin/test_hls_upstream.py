@@ -39,6 +39,7 @@ CHANNELS = {
     "range": "/range/vod.m3u8",
     "master": "/master.m3u8",
     "master-audio": "/master-audio.m3u8",
+    "packed": "/packed/live.m3u8",
     "redirect": "/redirect/live.m3u8",
 }
 USER_AGENT = "TestPlayer/2.0"
@@ -157,6 +158,18 @@ def test_a_separate_audio_rendition_is_muxed_with_the_video(origin, server, fres
     assert fetched[:3] == ["/master-audio.m3u8", "/video/live.m3u8", "/audio/live.m3u8"]
     assert "/other/live.m3u8" not in fetched
     assert origin.max_in_flight == 1
+
+
+def test_packed_audio_segments_become_one_continuous_audio_stream(server, fresh):
+    fresh("packed")
+    data = watch(server, 3.0)
+
+    with av.open(io.BytesIO(data), format="mpegts") as container:
+        assert [s.type for s in container.streams] == ["audio"]
+        starts = [float(f.time) for f in container.decode(audio=0)]
+    steps = {round(b - a, 4) for a, b in itertools.pairwise(starts)}
+    assert steps == {round(1024 / 48000, 4)}  # each segment's clock carried on from the last
+    assert starts[-1] - starts[0] >= 2.0
 
 
 def test_a_vod_playlist_plays_to_its_end_then_counts_as_ended(origin, server, fresh):
