@@ -10,10 +10,11 @@ request at a time, over a keep-alive connection where the server allows):
   half of one after a load that did not. A segment is never fetched twice, across reconnects
   too; a playlist without a new segment for three target durations has stalled.
 - A VOD playlist (``EXT-X-ENDLIST``) plays from its start to its end, which ends the upstream.
-- MPEG-TS segments pass through as they are; fMP4 segments (``EXT-X-MAP``) and packed audio are
+- MPEG-TS segments pass through as they are; fMP4 segments (``EXT-X-MAP``), packed audio and
+  a variant's separate audio rendition (fetched beside its video, the same stretch of time) are
   remuxed (:mod:`~channels_admin.remux`). ``EXT-X-BYTERANGE`` ranges are requested as such.
 - ``EXT-X-KEY METHOD=AES-128`` segments are decrypted (explicit IV, or the media sequence
-  number); other methods are refused with the reason.
+  number); other methods are refused with the reason. Init sections are taken as unencrypted.
 - Segments are released at the pace of their durations, at most a second ahead of real time,
   so viewers get a steady stream instead of a segment-sized burst; the next segments are
   fetched meanwhile.
@@ -178,7 +179,7 @@ class _Track:
     def target(self) -> float:
         return float(self.playlist.target_duration or 6)
 
-    def new_segments(self, next_sequence: int | None, join_seconds: float | None) -> int | None:
+    def new_segments(self, next_sequence: int | None, join_seconds: float | None) -> int:
         """Queue the segments from ``next_sequence`` on (the join point when None: ``join_seconds``
         of media before the end, or three segments there); the next sequence to queue after."""
         segments = self.playlist.segments
@@ -378,7 +379,7 @@ class HlsReader:
             if len(secret) != 16:
                 raise HlsError(f"the HLS key is {len(secret)} bytes long, not 16")
             self._keys[key.absolute_uri] = secret
-        iv = bytes.fromhex(key.iv[2:]).rjust(16, b"\0") if key.iv else sequence_iv(sequence)
+        iv = int(key.iv, 16).to_bytes(16, "big") if key.iv else sequence_iv(sequence)
         return segment_decrypt(body, secret, iv)
 
     async def _init(self, fetch: Fetch, section) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 
 import av
 
@@ -46,9 +47,11 @@ class PacketSink:
 
 
 class TsRemuxer:
-    """Segments in, MPEG-TS out. Not thread-safe; one per upstream reader."""
+    """Segments in, MPEG-TS out; one per upstream reader. :meth:`feed` runs in a worker
+    thread, so :meth:`close` waits for a feed under way rather than free the muxer under it."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._sink = PacketSink()
         self._output: av.container.OutputContainer | None = None
         # per (track, input stream index): the output stream, the last dts muxed (input ticks),
@@ -60,8 +63,16 @@ class TsRemuxer:
     def feed(self, parts: list[tuple[str, bytes]], *, discontinuity: bool = False) -> bytes:
         """The TS bytes of one stretch of media: (track, segment with its init section in
         front) for each part, e.g. a video segment and the audio segments of its time."""
+        with self._lock:
+            return self._feed(parts, discontinuity)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _feed(self, parts: list[tuple[str, bytes]], discontinuity: bool) -> bytes:
         if discontinuity:
-            self.close()
+            self._close()
         try:
             sources = [(track, _opened(data)) for track, data in parts]
             try:
@@ -77,7 +88,7 @@ class TsRemuxer:
             raise RemuxError(f"the segment could not be remuxed: {error}") from error
         return self._sink.take()
 
-    def close(self) -> None:
+    def _close(self) -> None:
         if self._output is not None:
             try:
                 self._output.close()

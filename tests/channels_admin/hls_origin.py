@@ -11,9 +11,9 @@ Playlists (``{kind}`` is ``ts``, ``fmp4``, ``aes`` for AES-128 with the sequence
 
 - ``/{kind}/live.m3u8``: a live window of ``WINDOW`` segments that slides with the clock from
   segment ``LIVE_START``; :attr:`HlsOrigin.stall` freezes it.
-- ``/{kind}/vod.m3u8``: the first ``VOD_SEGMENTS`` segments and ``EXT-X-ENDLIST``.
 - ``/ts/gap.m3u8``: VOD, with ``EXT-X-DISCONTINUITY`` where the timestamps jump back to 0.
-- ``/range/vod.m3u8``: VOD whose segments are byte ranges of one file.
+- ``/range/vod.m3u8``: VOD (``EXT-X-ENDLIST``) of the first ``VOD_SEGMENTS`` segments, as
+  byte ranges of one file.
 - ``/master.m3u8``: variants of 0.5, 2 and 4 Mbit/s (``/v/{bandwidth}/live.m3u8``), the
   highest without video.
 - ``/master-audio.m3u8``: one variant of video alone (``/video/live.m3u8``) whose audio is a
@@ -45,7 +45,7 @@ FRAMES_PER_SEGMENT = round(FPS * SEGMENT_SECONDS)
 SEGMENTS = 48
 WINDOW = 4
 LIVE_START = 4  # the live window holds segments 0-3 when the origin starts
-VOD_SEGMENTS = 6
+VOD_SEGMENTS = 4
 BITS = 10  # a frame's index, as blocks of 16 x 16 pixels
 KEY = bytes(range(16))
 EXPLICIT_IV = bytes(range(100, 116))
@@ -315,17 +315,14 @@ class HlsOrigin:
                     lines.append("#EXT-X-DISCONTINUITY")
                 lines += [f"#EXTINF:{SEGMENT_SECONDS},", f"segment{n % VOD_SEGMENTS}.ts"]
             return "\n".join([*lines, "#EXT-X-ENDLIST"]) + "\n"
-        if name == "vod.m3u8":
-            first, end, tail = 0, VOD_SEGMENTS, ["#EXT-X-ENDLIST"]
-        elif name == "live.m3u8":
-            end = self._available()
-            first, tail = max(0, end - WINDOW), []
-        else:
+        if name != "live.m3u8":
             return None
+        end = self._available()
+        first = max(0, end - WINDOW)
         lines = [*head, f"#EXT-X-MEDIA-SEQUENCE:{first}"]
         for n in range(first, end):
             lines += [f"#EXTINF:{SEGMENT_SECONDS},", f"segment{n}.{extension}"]
-        return "\n".join(lines + tail) + "\n"
+        return "\n".join(lines) + "\n"
 
     def _segment(self, kind: str, name: str) -> tuple[int, str, bytes, dict[str, str]]:
         number = int(name.removeprefix("segment").split(".")[0])

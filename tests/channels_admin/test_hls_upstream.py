@@ -34,7 +34,6 @@ CHANNELS = {
     "aes": "/aes/live.m3u8",
     "aes-iv": "/aes-iv/live.m3u8",
     "sample-aes": "/sample-aes/live.m3u8",
-    "vod": "/ts/vod.m3u8",
     "gap": "/ts/gap.m3u8",
     "range": "/range/vod.m3u8",
     "master": "/master.m3u8",
@@ -94,6 +93,15 @@ def fresh(origin, server):
     return play
 
 
+def audio_starts(data: bytes) -> list[float]:
+    """When each AAC frame of the received TS starts (s); the last, which the viewer may have
+    stopped reading inside, left out."""
+    with av.open(io.BytesIO(data), format="mpegts") as container:
+        stream = container.streams.audio[0]
+        packets = [p for p in container.demux(stream) if p.size and p.pts is not None]
+        return [float(p.pts * stream.time_base) for p in packets[:-1]]
+
+
 def playlists_fetched(origin: HlsOrigin) -> list[str]:
     return [path for path in origin.fetched(".m3u8") if path != CHANNELS["idle"]]
 
@@ -105,11 +113,11 @@ def segments_fetched(origin: HlsOrigin) -> list[int]:
 
 def test_a_live_ts_playlist_plays_in_order_over_one_connection(origin, server, fresh):
     fresh("ts")
-    frames = frames_of(watch(server, 3.0))
+    frames = frames_of(watch(server, 2.0))
 
     (first, last), *rest = runs(frames)
     assert rest == []
-    assert last - first >= 20
+    assert last - first >= 12
     assert first % FRAMES_PER_SEGMENT == 0  # the stream starts at a segment's key frame
     fetched = segments_fetched(origin)
     assert fetched == list(range(fetched[0], fetched[0] + len(fetched)))  # none twice
@@ -127,11 +135,11 @@ def test_a_live_ts_playlist_plays_in_order_over_one_connection(origin, server, f
 @pytest.mark.parametrize("channel_id", ["fmp4", "aes", "aes-iv", "redirect"])
 def test_fmp4_encrypted_and_redirected_playlists_play_in_order(server, fresh, channel_id):
     fresh(channel_id)
-    frames = frames_of(watch(server, 2.5))
+    frames = frames_of(watch(server, 1.5))
 
     (first, last), *rest = runs(frames)
     assert rest == []
-    assert last - first >= 15
+    assert last - first >= 8
 
 
 def test_a_master_playlist_plays_its_highest_variant_with_video(origin, server, fresh):
@@ -144,13 +152,12 @@ def test_a_master_playlist_plays_its_highest_variant_with_video(origin, server, 
 
 def test_a_separate_audio_rendition_is_muxed_with_the_video(origin, server, fresh):
     fresh("master-audio")
-    data = watch(server, 3.0)
+    data = watch(server, 2.0)
 
     (first, last), *rest = runs(frames_of(data))
     assert rest == []
-    assert last - first >= 20
-    with av.open(io.BytesIO(data), format="mpegts") as container:
-        starts = [float(f.time) for f in container.decode(audio=0)]
+    assert last - first >= 12
+    starts = audio_starts(data)
     steps = {round(b - a, 4) for a, b in itertools.pairwise(starts)}
     assert steps == {round(1024 / 48000, 4)}  # every AAC frame, none lost or repeated
     assert starts[-1] - starts[0] >= (last - first) / 10 - 1.0  # as long as the video, nearly
@@ -162,26 +169,14 @@ def test_a_separate_audio_rendition_is_muxed_with_the_video(origin, server, fres
 
 def test_packed_audio_segments_become_one_continuous_audio_stream(server, fresh):
     fresh("packed")
-    data = watch(server, 3.0)
+    data = watch(server, 2.0)
 
     with av.open(io.BytesIO(data), format="mpegts") as container:
         assert [s.type for s in container.streams] == ["audio"]
-        starts = [float(f.time) for f in container.decode(audio=0)]
+    starts = audio_starts(data)
     steps = {round(b - a, 4) for a, b in itertools.pairwise(starts)}
     assert steps == {round(1024 / 48000, 4)}  # each segment's clock carried on from the last
-    assert starts[-1] - starts[0] >= 2.0
-
-
-def test_a_vod_playlist_plays_to_its_end_then_counts_as_ended(origin, server, fresh):
-    fresh("vod")
-    frames = frames_of(watch(server, VOD_SEGMENTS * 0.5 + 1.5))
-
-    assert runs(frames)[-1][1] == VOD_SEGMENTS * FRAMES_PER_SEGMENT - 1
-    assert len(runs(frames)) == 1
-    wait_until(lambda: status(server)["upstream_down"], what="ended")
-    assert status(server)["upstream_detail"] == "the upstream ended the stream"
-    time.sleep(1.0)  # reconnects find nothing new to fetch
-    assert segments_fetched(origin) == list(range(VOD_SEGMENTS))
+    assert starts[-1] - starts[0] >= 1.2
 
 
 def test_a_discontinuity_goes_on_with_the_new_timestamps(server, fresh):
@@ -195,22 +190,27 @@ def test_a_discontinuity_goes_on_with_the_new_timestamps(server, fresh):
     assert before[0][1] == last
 
 
-def test_byte_ranges_of_one_file_play_as_segments(origin, server, fresh):
+def test_a_vod_playlist_of_byte_ranges_plays_to_its_end_then_counts_as_ended(origin, server, fresh):
     fresh("range")
     frames = frames_of(watch(server, VOD_SEGMENTS * 0.5 + 1.5))
 
     assert runs(frames)[-1][1] == VOD_SEGMENTS * FRAMES_PER_SEGMENT - 1
     assert len(runs(frames)) == 1
+    wait_until(lambda: status(server)["upstream_down"], what="ended")
+    assert status(server)["upstream_detail"] == "the upstream ended the stream"
+    time.sleep(1.0)  # reconnects find nothing new to fetch: each range was asked for once
     ranges = [r.headers.get("Range") for r in origin.requests if r.path == "/range/all.ts"]
     assert len(ranges) == VOD_SEGMENTS
     assert ranges[0].startswith("bytes=0-")
+    offsets = [int(r.removeprefix("bytes=").split("-")[0]) for r in ranges]
+    assert offsets == sorted(set(offsets))
 
 
 def test_a_missing_segment_is_skipped_and_the_stream_goes_on(origin, server, fresh):
     fresh("idle")
-    origin.missing.add(6)
+    origin.missing.add(6)  # the channel is joined at segment 1
     select(server, "ts")
-    frames = frames_of(watch(server, 4.0))
+    frames = frames_of(watch(server, 3.0))
 
     (_, before), (after, _) = runs(frames)
     assert (before, after) == (6 * FRAMES_PER_SEGMENT - 1, 7 * FRAMES_PER_SEGMENT)
@@ -249,9 +249,9 @@ def test_switching_between_hls_channels_never_opens_two_connections(origin, serv
 def test_a_viewer_who_joins_late_starts_at_the_last_key_frame(origin, server, fresh):
     fresh("ts")
     wait_until(lambda: status(server)["upstream_info"], what="playing")
-    time.sleep(1.3)  # well inside a later segment
+    time.sleep(0.8)  # well inside a later segment
 
-    data = watch(server, 1.0)
+    data = watch(server, 0.8)
 
     assert (data[1] & 0x1F) << 8 | data[2] == 0  # the PAT comes first
     (first, last), *rest = runs(frames_of(data))

@@ -27,12 +27,20 @@ def upstream():
     server.close()
 
 
+@pytest.fixture
+def origin(tmp_path):
+    server = HlsOrigin(tmp_path / "origin")
+    yield server
+    server.close()
+
+
 @needs_redis
 def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies(
-    tmp_path, upstream
+    tmp_path, upstream, origin
 ):
     playlist = tmp_path / "channels.m3u"
-    playlist.write_text(playlist_for(upstream), encoding="utf-8")
+    hls = f'#EXTINF:-1 tvg-id="h",HLS\n{origin.url("/ts/live.m3u8")}\n'
+    playlist.write_text(playlist_for(upstream) + hls, encoding="utf-8")
     prefix = f"test-hub-{uuid.uuid4().hex[:8]}"
     env = {
         "CHANNELS_PLAYLIST_PATH": str(playlist),
@@ -46,6 +54,24 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
         running_server(tmp_path, port=free_port(), log_name="two.log", **env) as two,
     ):
         status(two)  # its hub exists and listens for switches
+
+        # an HLS channel: read by the owner alone, and each process starts its viewers at a
+        # key frame from its own GOP cache
+        origin.restart()
+        select(one, "h")
+        wait_until(lambda: status(two)["upstream_info"], what="HLS playing")
+        for server in (one, two, two):
+            data = watch(server, 1.0)  # joins mid-segment
+            assert (data[1] & 0x1F) << 8 | data[2] == 0  # the PAT first
+            (first, last), *rest = runs(frames_of(data))
+            assert rest == []
+            assert first % FRAMES_PER_SEGMENT == 0
+            assert last - first >= FRAMES_PER_SEGMENT
+        segments = origin.fetched(".ts")
+        assert len(segments) == len(set(segments))  # none twice
+        assert origin.max_open_connections == 1
+        assert origin.max_in_flight == 1
+
         select(one, "a")
         viewers = {one: Viewer(one, want=10**9), two: Viewer(two, want=10**9)}
         second_on_two = Viewer(two, want=10**9)
@@ -56,8 +82,8 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
         # one upstream connection for both processes, the same packets on both
         assert len(upstream.connections) == 1
         assert len(upstream.open_connections) == 1
-        runs = {server: sequences(bytes(v.data)) for server, v in viewers.items()}
-        for run in runs.values():
+        packet_runs = {server: sequences(bytes(v.data)) for server, v in viewers.items()}
+        for run in packet_runs.values():
             assert run == list(range(run[0], run[0] + len(run)))
         assert status(one)["channel_name"] == status(two)["channel_name"] == "Channel A"
         assert status(one)["viewers"] == status(two)["viewers"] == 3
@@ -92,47 +118,6 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
     assert keys.smembers(f"{prefix}:viewers") == set()
     assert keys.keys(f"{prefix}:*") in ([], [f"{prefix}:ts".encode()])
     wait_until(lambda: keys.keys(f"{prefix}:*") == [], timeout=LOCK_SEC * 3, what="keys gone")
-
-
-@needs_redis
-def test_an_hls_channel_has_one_reader_and_every_process_starts_viewers_at_a_key_frame(
-    tmp_path,
-):
-    origin = HlsOrigin(tmp_path / "origin")
-    playlist = tmp_path / "channels.m3u"
-    url = origin.url("/ts/live.m3u8")
-    playlist.write_text(f'#EXTM3U\n#EXTINF:-1 tvg-id="h",HLS\n{url}\n', encoding="utf-8")
-    env = {
-        "CHANNELS_PLAYLIST_PATH": str(playlist),
-        "REDIS_URL": REDIS_URL,
-        "CHANNELS_RELAY_PREFIX": f"test-hub-{uuid.uuid4().hex[:8]}",
-        "CHANNELS_RELAY_LOCK_SEC": str(LOCK_SEC),
-    }
-    try:
-        with (
-            running_server(tmp_path, port=free_port(), log_name="one.log", **env) as one,
-            running_server(tmp_path, port=free_port(), log_name="two.log", **env) as two,
-        ):
-            status(two)  # its hub exists and listens for switches
-            origin.restart()
-            select(one, "h")
-            wait_until(lambda: status(two)["upstream_info"], what="playing")
-            for server in (one, two, two):
-                # each joins mid-segment, and is started at the segment's key frame
-                data = watch(server, 1.2)
-                assert (data[1] & 0x1F) << 8 | data[2] == 0  # the PAT first
-                (first, last), *rest = runs(frames_of(data))
-                assert rest == []
-                assert first % FRAMES_PER_SEGMENT == 0
-                assert last - first >= FRAMES_PER_SEGMENT
-    finally:
-        origin.close()
-    # one reader between the two processes: one connection, one request at a time, and no
-    # segment twice
-    assert origin.max_open_connections == 1
-    assert origin.max_in_flight == 1
-    segments = origin.fetched(".ts")
-    assert len(segments) == len(set(segments))
 
 
 def _pid_of(server: str) -> int:
