@@ -15,9 +15,10 @@ request at a time, over a keep-alive connection where the server allows):
   remuxed (:mod:`~channels_admin.remux`). ``EXT-X-BYTERANGE`` ranges are requested as such.
 - ``EXT-X-KEY METHOD=AES-128`` segments are decrypted (explicit IV, or the media sequence
   number); other methods are refused with the reason. Init sections are taken as unencrypted.
-- Segments are released at the pace of their durations, at most a second ahead of real time,
-  so viewers get a steady stream instead of a segment-sized burst; the next segments are
-  fetched meanwhile.
+- A live playlist's segments go out as soon as they are fetched (the relay adds no delay); media
+  that would run further ahead of the clock than the join's segments and a second (a VOD
+  playlist, a catch-up) goes out at the pace of its durations. The next segments are fetched
+  meanwhile.
 
 :attr:`HlsReader.playing` says what is playing, for the status.
 """
@@ -52,7 +53,7 @@ LIVE_EDGE_SEGMENTS = 3  # a live playlist is joined this many segments before it
 STALL_TARGET_DURATIONS = 3  # no new segment for this many target durations: stalled
 MISSING_SEGMENTS_LIMIT = 3  # consecutive segments that fail before the upstream counts as down
 RELEASE_SLICE_SECONDS = 0.1  # a segment's bytes go out in slices of about this much media
-PACE_LEAD_SECONDS = 1.0  # media goes out at most this far ahead of real time
+PACE_LEAD_SECONDS = 1.0  # media goes out at most the join's segments and this ahead of time
 PREFETCH_SEGMENTS = 2  # segments fetched while the ones before them go out
 PLAYLIST_MAX_BYTES = 4 * 1024 * 1024
 
@@ -255,7 +256,11 @@ class HlsReader:
                     raise item
                 self.playing = item.playing
                 if pace is None:
-                    pace = _Pacer(lead=min(item.target, PACE_LEAD_SECONDS))
+                    # The segments behind the live edge that the join takes go out at once
+                    # (the players' buffer); later ones as soon as they come, unless the reader
+                    # runs ahead of the clock (a VOD playlist, or catching up after an outage).
+                    lead = LIVE_EDGE_SEGMENTS * item.target + PACE_LEAD_SECONDS
+                    pace = _Pacer(lead=lead)
                 async for piece in pace.release(item.data, item.duration):
                     yield piece
         finally:

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,12 @@ TS_SYNC = 0x47
 SYNC_GIVE_UP_BYTES = 1024 * 1024
 SEGMENT_MAX_BYTES = 256 * 1024 * 1024  # an HLS segment, key or init section
 PLAYING_REPORT_SECONDS = 5.0  # what is playing is reported when it changes, at most this often
+# A viewer's buffer holds at least this many seconds' worth of the most the upstream has sent in
+# one second: an HLS upstream comes a segment at a time, and a burst must not cost a viewer
+# that keeps up on average its data. Chunks are shared between viewers, so this costs memory
+# only for the bytes a viewer really lags behind. Never more than the cap.
+BURST_SECONDS = 4
+BURST_CAP_BYTES = 64 * 1024 * 1024
 
 
 class HubEvent(enum.Enum):
@@ -113,6 +120,10 @@ class Subscription:
         self.ended = False
         self.dropped_bytes = 0
 
+    def widen(self, limit_bytes: int) -> None:
+        """Hold at least ``limit_bytes`` from now on (the upstream comes in larger bursts)."""
+        self._limit = max(self._limit, limit_bytes)
+
     def push(self, chunk: bytes) -> None:
         self._chunks.append(chunk)
         self._size += len(chunk)
@@ -167,6 +178,8 @@ class Hub:
             total=None, sock_connect=connect_timeout, sock_read=read_timeout
         )
         self._viewer_buffer_bytes = viewer_buffer_bytes
+        self._viewer_limit = viewer_buffer_bytes  # widened for bursty upstreams
+        self._second_started, self._second_bytes = 0.0, 0
         self._on_event = on_event
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -213,7 +226,7 @@ class Hub:
     def subscribe(self) -> Subscription:
         """A new viewer, who starts at the current picture group's key frame when the GOP
         cache has one (so the first picture needs no wait), else at the live edge."""
-        subscription = Subscription(self._viewer_buffer_bytes)
+        subscription = Subscription(self._viewer_limit)
         start = self._gop.start()
         if start:
             subscription.push(start)
@@ -250,6 +263,7 @@ class Hub:
             self._subscriptions.clear()
             self._viewers_changed.set()
             self._gop.clear()
+            self._viewer_limit = self._viewer_buffer_bytes
             self._upstream = upstream
             self._generation = generation
             if upstream is not None:
@@ -297,8 +311,21 @@ class Hub:
 
     def _push(self, data: bytes) -> None:
         self._gop.feed(data)
+        self._fit_bursts(len(data))
         for subscription in self._subscriptions:
             subscription.push(data)
+
+    def _fit_bursts(self, size: int) -> None:
+        """Widen the viewers' buffers to ``BURST_SECONDS`` of the largest second seen."""
+        now = time.monotonic()
+        if now - self._second_started >= 1.0:
+            self._second_started, self._second_bytes = now, 0
+        self._second_bytes += size
+        wanted = min(BURST_SECONDS * self._second_bytes, BURST_CAP_BYTES)
+        if wanted > self._viewer_limit:
+            self._viewer_limit = wanted
+            for subscription in self._subscriptions:
+                subscription.widen(wanted)
 
     async def _publish(self, data: bytes) -> None:
         try:

@@ -21,7 +21,8 @@ Playlists (``{kind}`` is ``ts``, ``fmp4``, ``aes`` for AES-128 with the sequence
 - ``/redirect/live.m3u8``: a 302 to ``/ts/live.m3u8``.
 
 Segments listed in :attr:`HlsOrigin.missing` answer 404. The origin records every request and
-counts connections and requests in flight, so tests see what a provider would see.
+counts connections (those whose client has not closed them) and requests in flight, so tests
+see what a provider would see.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ import av
 import numpy as np
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from tests.channels_admin.upstream import peer_closed
 
 WIDTH, HEIGHT, FPS = 160, 96, 10
 SEGMENT_SECONDS = 0.5
@@ -166,6 +169,7 @@ class HlsOrigin:
         self.stall = False
         self.in_flight = self.max_in_flight = 0
         self.open_connections = self.max_open_connections = 0
+        self._sockets: list = []
         self._started = time.monotonic()
         self._frozen: int | None = None
         self._lock = threading.Lock()
@@ -176,10 +180,10 @@ class HlsOrigin:
 
             def setup(self) -> None:
                 super().setup()
-                origin._count_connection(+1)
+                origin._connection_opened(self.connection)
 
             def finish(self) -> None:
-                origin._count_connection(-1)
+                origin._connection_closed(self.connection)
                 super().finish()
 
             def do_GET(self) -> None:
@@ -214,10 +218,18 @@ class HlsOrigin:
         self._server.shutdown()
         self._server.server_close()
 
-    def _count_connection(self, change: int) -> None:
+    def _connection_opened(self, sock) -> None:
+        """Count the connections open now: the earlier ones whose client has not closed its
+        side (a handler thread may notice a close a moment late), and this one."""
         with self._lock:
-            self.open_connections += change
+            self._sockets = [c for c in self._sockets if not peer_closed(c)] + [sock]
+            self.open_connections = len(self._sockets)
             self.max_open_connections = max(self.max_open_connections, self.open_connections)
+
+    def _connection_closed(self, sock) -> None:
+        with self._lock:
+            self._sockets = [c for c in self._sockets if c is not sock]
+            self.open_connections = len(self._sockets)
 
     def _available(self) -> int:
         """How many segments the live playlist has published by now."""

@@ -61,6 +61,20 @@ async def test_subscription_drops_the_oldest_chunks_beyond_its_limit():
     assert subscription.dropped_bytes == 2 * TS_PACKET
 
 
+async def test_a_widened_subscription_holds_a_burst_and_is_never_narrowed():
+    subscription = Subscription(limit_bytes=3 * TS_PACKET)
+    subscription.widen(5 * TS_PACKET)
+    subscription.widen(2 * TS_PACKET)
+    for n in range(6):
+        subscription.push(packets(1, start=n))
+    subscription.end()
+
+    data = [chunk async for chunk in drain(subscription)]
+
+    assert data == [packets(1, start=n) for n in range(1, 6)]
+    assert subscription.dropped_bytes == TS_PACKET
+
+
 async def test_subscription_keeps_one_chunk_even_when_it_is_larger_than_the_limit():
     subscription = Subscription(limit_bytes=TS_PACKET)
     subscription.push(packets(4))
