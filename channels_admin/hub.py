@@ -355,7 +355,7 @@ class Hub:
         loop = asyncio.get_running_loop()
         flowed, playing, reported = False, "", 0.0
         try:
-            async for data in self._batched(self._read_once(upstream, hls)):
+            async for data in self._read_once(upstream, hls):
                 if not flowed:
                     flowed, playing, reported = True, hls.playing, loop.time()
                     await self._emit(HubEvent.FLOWING, upstream, playing)
@@ -407,26 +407,16 @@ class Hub:
             timeout=self._timeout,
             auto_decompress=False,
         ) as session:
-            playlist: Response | None = None
-            aligner = PacketAligner()
             async with session.get(upstream.url, headers=dict(upstream.headers)) as response:
                 if response.status != 200:
                     raise UpstreamError(f"the upstream answered HTTP {response.status}")
-                first = True
-                async for raw in response.content.iter_any():
-                    if first and looks_like_hls(response.content_type, raw):
-                        body = raw + await response.content.read(PLAYLIST_MAX_BYTES)
-                        playlist = Response(str(response.url), 200, response.content_type, body)
-                        break
-                    first = False
-                    data = aligner.feed(raw)
-                    if data:
-                        aligner.skipped = 0
+                head = await response.content.readany()
+                if not looks_like_hls(response.content_type, head):
+                    async for data in self._batched(_ts_reads(response, head)):
                         yield data
-                    elif aligner.skipped > SYNC_GIVE_UP_BYTES:
-                        raise UpstreamError("the upstream is not sending MPEG-TS")
-            if playlist is None:
-                return
+                    return
+                body = head + await response.content.read(PLAYLIST_MAX_BYTES)
+                playlist = Response(str(response.url), 200, response.content_type, body)
 
             async def fetch(url: str, byterange: tuple[int, int] | None) -> Response:
                 headers = dict(upstream.headers)
@@ -436,6 +426,9 @@ class Hub:
                     body = await answer.content.read(SEGMENT_MAX_BYTES) if answer.ok else b""
                     return Response(str(answer.url), answer.status, answer.content_type, body)
 
+            # Not batched: segments come whole, and a batch would hold a segment's tail back
+            # until the next one came.
+            aligner = PacketAligner()
             async for data in hls.stream(fetch, upstream.url, playlist):
                 data = aligner.feed(data)
                 if data:
@@ -448,6 +441,21 @@ class Hub:
             await self._on_event(event, upstream, detail)
         except Exception:
             logger.exception("hub event handler failed for %s", event)
+
+
+async def _ts_reads(response: aiohttp.ClientResponse, head: bytes) -> AsyncIterator[bytes]:
+    """An MPEG-TS response's bytes in whole packets, from ``head`` (its first read) on."""
+    aligner = PacketAligner()
+    data = aligner.feed(head)
+    if data:
+        yield data
+    async for raw in response.content.iter_any():
+        data = aligner.feed(raw)
+        if data:
+            aligner.skipped = 0
+            yield data
+        elif aligner.skipped > SYNC_GIVE_UP_BYTES:
+            raise UpstreamError("the upstream is not sending MPEG-TS")
 
 
 async def _cancelled(task: asyncio.Task[None] | None) -> None:
