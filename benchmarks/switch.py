@@ -165,6 +165,8 @@ def main() -> None:
                 for number in range(arguments.switches):
                     channel = second if number % 2 == 0 else first
                     page.wait_for_timeout(rng.uniform(0, arguments.gop) * 1000)
+                    if pair == "HLS":
+                        origin.restart()  # the new channel's live window starts afresh
                     milliseconds = page.evaluate(TIMED_SWITCH, [channel, SWITCH_TIMEOUT_MS])
                     times[pair].append(milliseconds)
                     print(f"{pair}: switch {number + 1} to {channel}: {milliseconds:.0f} ms")
