@@ -210,6 +210,14 @@ class HlsOrigin:
             self.max_open_connections = self.open_connections
             self._started = time.monotonic()
 
+    def segment(self, number: int) -> bytes:
+        """The MPEG-TS segment ``number`` as served."""
+        return self._ts[number]
+
+    def published_at(self, number: int) -> float:
+        """When (monotonic) the live playlists first listed segment ``number``."""
+        return self._started + max(0, number + 1 - LIVE_START) * SEGMENT_SECONDS
+
     def fetched(self, suffix: str) -> list[str]:
         """The paths requested that end with ``suffix``, in order."""
         return [r.path for r in self.requests if r.path.endswith(suffix)]
