@@ -415,7 +415,7 @@ class Hub:
                     async for data in self._batched(_ts_reads(response, head)):
                         yield data
                     return
-                body = head + await response.content.read(PLAYLIST_MAX_BYTES)
+                body = head + await _body(response, PLAYLIST_MAX_BYTES - len(head))
                 playlist = Response(str(response.url), 200, response.content_type, body)
 
             async def fetch(url: str, byterange: tuple[int, int] | None) -> Response:
@@ -423,7 +423,7 @@ class Hub:
                 if byterange is not None:
                     headers["Range"] = f"bytes={byterange[0]}-{byterange[0] + byterange[1] - 1}"
                 async with session.get(url, headers=headers) as answer:
-                    body = await answer.content.read(SEGMENT_MAX_BYTES) if answer.ok else b""
+                    body = await _body(answer, SEGMENT_MAX_BYTES) if answer.ok else b""
                     return Response(str(answer.url), answer.status, answer.content_type, body)
 
             # Not batched: segments come whole, and a batch would hold a segment's tail back
@@ -441,6 +441,18 @@ class Hub:
             await self._on_event(event, upstream, detail)
         except Exception:
             logger.exception("hub event handler failed for %s", event)
+
+
+async def _body(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The rest of ``response``'s body, all of it (a read gives only what has arrived), and
+    no more than ``limit`` bytes."""
+    parts, size = [], 0
+    async for part in response.content.iter_any():
+        size += len(part)
+        if size > limit:
+            raise UpstreamError(f"the upstream sent more than {limit // 1024 // 1024} MiB at once")
+        parts.append(part)
+    return b"".join(parts)
 
 
 async def _ts_reads(response: aiohttp.ClientResponse, head: bytes) -> AsyncIterator[bytes]:

@@ -7,7 +7,8 @@ order with nothing lost. Segment ``n`` holds frames ``n * FRAMES_PER_SEGMENT`` o
 
 Playlists (``{kind}`` is ``ts``, ``fmp4``, ``aes`` for AES-128 with the sequence-number IV,
 ``aes-iv`` for AES-128 with an explicit IV, ``sample-aes`` for a method the hub refuses,
-``packed`` for audio alone as raw ADTS frames):
+``packed`` for audio alone as raw ADTS frames, ``slow`` for TS whose every answer comes in
+four writes 20 ms apart):
 
 - ``/{kind}/live.m3u8``: a live window of ``WINDOW`` segments that slides with the clock from
   segment ``LIVE_START``; :attr:`HlsOrigin.stall` freezes it.
@@ -269,7 +270,14 @@ class HlsOrigin:
             for name, value in headers.items():
                 handler.send_header(name, value)
             handler.end_headers()
-            handler.wfile.write(body)
+            pieces = 4 if handler.path.startswith("/slow/") else 1
+            for piece in range(pieces):  # a slow origin's body comes in several reads
+                handler.wfile.write(
+                    body[len(body) * piece // pieces : len(body) * (piece + 1) // pieces]
+                )
+                handler.wfile.flush()
+                if piece < pieces - 1:
+                    time.sleep(0.02)
         except OSError:
             pass
         finally:
