@@ -19,7 +19,7 @@ four writes 20 ms apart):
   highest without video.
 - ``/master-audio.m3u8``: one variant of video alone (``/video/live.m3u8``) whose audio is a
   rendition of its own (``/audio/live.m3u8``), cut apart from the same source.
-- ``/redirect/live.m3u8``: a 302 to ``/ts/live.m3u8``.
+- ``/redirect/live.m3u8``: a 302 to ``/slow/live.m3u8``.
 
 Segments listed in :attr:`HlsOrigin.missing` answer 404. The origin records every request and
 counts connections (those whose client has not closed them) and requests in flight, so tests
@@ -293,7 +293,7 @@ class HlsOrigin:
         if path == "/master-audio.m3u8":
             return 200, playlist, MASTER_WITH_AUDIO.encode(), {}
         if path == "/redirect/live.m3u8":
-            return 302, "text/plain", b"", {"Location": self.url("/ts/live.m3u8")}
+            return 302, "text/plain", b"", {"Location": self.url("/slow/live.m3u8")}
         if path == "/key.bin":
             return 200, "application/octet-stream", KEY, {}
         if path == "/range/all.ts":

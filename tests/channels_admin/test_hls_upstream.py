@@ -39,7 +39,6 @@ CHANNELS = {
     "master": "/master.m3u8",
     "master-audio": "/master-audio.m3u8",
     "packed": "/packed/live.m3u8",
-    "slow": "/slow/live.m3u8",
     "redirect": "/redirect/live.m3u8",
 }
 USER_AGENT = "TestPlayer/2.0"
@@ -133,7 +132,8 @@ def test_a_live_ts_playlist_plays_in_order_over_one_connection(origin, server, f
     assert re.fullmatch(r"HLS \d+\.\d Mbit/s, segment \d+", info), info
 
 
-@pytest.mark.parametrize("channel_id", ["fmp4", "aes", "aes-iv", "redirect", "slow"])
+# "redirect" leads to the slow origin, whose every answer comes in several writes
+@pytest.mark.parametrize("channel_id", ["fmp4", "aes", "aes-iv", "redirect"])
 def test_fmp4_encrypted_redirected_and_slow_playlists_play_in_order(server, fresh, channel_id):
     fresh(channel_id)
     frames = frames_of(watch(server, 1.5))
