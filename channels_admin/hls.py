@@ -353,7 +353,7 @@ class HlsReader:
         body = await self._decrypted(fetch, segment.key, body, sequence)
         init = b""
         if segment.init_section is not None:
-            init = await self._init(fetch, segment.init_section)
+            init = await self._init(fetch, segment.init_section, segment.key)
         return [Fetched(track.name, init, body, duration, bool(segment.discontinuity))]
 
     async def _to_ts(self, parts: list[Fetched], sequence: int) -> bytes:
@@ -387,11 +387,19 @@ class HlsReader:
         iv = int(key.iv, 16).to_bytes(16, "big") if key.iv else sequence_iv(sequence)
         return segment_decrypt(body, secret, iv)
 
-    async def _init(self, fetch: Fetch, section) -> bytes:
+    async def _init(self, fetch: Fetch, section, key) -> bytes:
+        """The fMP4 init section, decrypted where it is: an AES-128 key listed before the map
+        applies to it as well (RFC 8216 4.3.2.5, with the key's IV, which is then required). The
+        parsed playlist does not keep that order, so a section that already opens with an MP4
+        box is taken as clear."""
         byterange = byteranges([section])[0]
         cached = self._inits.get((section.absolute_uri, byterange))
         if cached is None:
             cached = (await _fetch_ok(fetch, section.absolute_uri, byterange, "init section")).body
+            if key is not None and key.method == "AES-128" and not _opens_with_box(cached):
+                if not key.iv:
+                    raise HlsError("the encrypted HLS init section has no IV in its key")
+                cached = await self._decrypted(fetch, key, cached, 0)
             self._inits[(section.absolute_uri, byterange)] = cached
         return cached
 
@@ -472,6 +480,11 @@ def byteranges(segments) -> list[tuple[int, int] | None]:
         ranges.append((start, int(length)))
         end, uri = start + int(length), segment.uri
     return ranges
+
+
+def _opens_with_box(data: bytes) -> bool:
+    """Whether ``data`` starts as an fMP4 init section does: with a box these open with."""
+    return data[4:8] in (b"ftyp", b"styp", b"moov", b"sidx", b"free")
 
 
 def _variant_text(variant: m3u8.Playlist) -> str:

@@ -6,7 +6,8 @@ reads it back), so a test can decode what a viewer received and check that the f
 order with nothing lost. Segment ``n`` holds frames ``n * FRAMES_PER_SEGMENT`` onwards.
 
 Playlists (``{kind}`` is ``ts``, ``fmp4``, ``aes`` for AES-128 with the sequence-number IV,
-``aes-iv`` for AES-128 with an explicit IV, ``sample-aes`` for a method the hub refuses,
+``aes-iv`` for fMP4 under AES-128 with an explicit IV, its init section encrypted too (the key
+comes before the map), ``sample-aes`` for a method the hub refuses,
 ``packed`` for audio alone as raw ADTS frames, ``slow`` for TS whose every answer comes in
 four writes 20 ms apart):
 
@@ -298,8 +299,9 @@ class HlsOrigin:
             return 200, "application/octet-stream", KEY, {}
         if path == "/range/all.ts":
             return self._ranged(handler, self._joined)
-        if path == "/fmp4/init.mp4":
-            return 200, "video/mp4", (self._folder / "fmp4" / "init.mp4").read_bytes(), {}
+        if path in ("/fmp4/init.mp4", "/aes-iv/init.mp4"):
+            data = (self._folder / "fmp4" / "init.mp4").read_bytes()
+            return 200, "video/mp4", encrypt(data, EXPLICIT_IV) if "aes" in path else data, {}
         if len(parts) >= 2 and parts[-1].endswith(".m3u8"):
             kind = "v" if parts[0] == "v" else parts[0]
             text = self._playlist(kind, parts[-1])
@@ -320,13 +322,13 @@ class HlsOrigin:
 
     def _playlist(self, kind: str, name: str) -> str | None:
         head = ["#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:1"]
-        extension = {"fmp4": "m4s", "packed": "aac"}.get(kind, "ts")
-        if kind == "fmp4":
-            head.append('#EXT-X-MAP:URI="init.mp4"')
+        extension = {"fmp4": "m4s", "aes-iv": "m4s", "packed": "aac"}.get(kind, "ts")
         if kind == "aes":
             head.append('#EXT-X-KEY:METHOD=AES-128,URI="/key.bin"')
         if kind == "aes-iv":
             head.append(f'#EXT-X-KEY:METHOD=AES-128,URI="/key.bin",IV=0x{EXPLICIT_IV.hex()}')
+        if kind in ("fmp4", "aes-iv"):
+            head.append('#EXT-X-MAP:URI="init.mp4"')
         if kind == "sample-aes":
             head.append('#EXT-X-KEY:METHOD=SAMPLE-AES,URI="/key.bin"')
         if kind == "range" and name == "vod.m3u8":
@@ -356,13 +358,14 @@ class HlsOrigin:
         number = int(name.removeprefix("segment").split(".")[0])
         if number in self.missing or not 0 <= number < SEGMENTS:
             return 404, "text/plain", b"", {}
-        if kind == "fmp4":
+        if kind in ("fmp4", "aes-iv"):
             data = (self._folder / "fmp4" / f"index{number}.m4s").read_bytes()
+            data = encrypt(data, EXPLICIT_IV) if kind == "aes-iv" else data
             return 200, "video/iso.segment", data, {}
         data = self._media.get(kind, self._ts)[number]
         if kind == "aes":
             data = encrypt(data, number.to_bytes(16, "big"))
-        elif kind in ("aes-iv", "sample-aes"):
+        elif kind == "sample-aes":
             data = encrypt(data, EXPLICIT_IV)
         return 200, "video/mp2t", data, {}
 
