@@ -1,9 +1,17 @@
-"""An IPTV upstream for the fan-out benchmark: serves MPEG-TS over HTTP at a fixed bitrate.
+"""An IPTV upstream for the fan-out benchmark: serves MPEG-TS over HTTP at a fixed bitrate, as
+one endless stream and as a live HLS playlist of the same bytes.
 
     python benchmarks/ts_upstream.py PORT_FILE [--bitrate 4000000] [--write-size 65536]
+        [--segment-seconds 1]
 
-Loops the Big Buck Bunny sample from ../shared when present, else synthetic packets. Writes
-``--write-size`` bytes at a time, paced to the bitrate, and prints each connection it accepts.
+Loops the Big Buck Bunny sample from ../shared when present, else synthetic packets.
+
+- ``/live.ts``: the stream, ``--write-size`` bytes at a time, paced to the bitrate.
+- ``/live.m3u8``: a live playlist of the last ``WINDOW`` segments of the same endless stream cut
+  every ``--segment-seconds`` (``/segment{n}.ts``, each the bitrate's worth of bytes), published
+  on the clock as a live encoder publishes them; answered with keep-alive, as HLS origins do.
+
+Prints each connection it accepts.
 """
 
 from __future__ import annotations
@@ -11,11 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import math
 import time
 from pathlib import Path
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared/data/media/bbb_h264_aac_320x180_6s.ts"
 PACKET = 188
+WINDOW = 6
 
 
 def stream_bytes() -> bytes:
@@ -24,24 +34,82 @@ def stream_bytes() -> bytes:
     return b"".join(b"\x47\x01\x00\x10" + bytes([n % 256]) * (PACKET - 4) for n in range(2000))
 
 
+class Segments:
+    """The endless stream cut into live HLS segments that appear on the clock."""
+
+    def __init__(self, source: bytes, bitrate: int, seconds: float) -> None:
+        self._source = source
+        self._size = round(bitrate / 8 * seconds / PACKET) * PACKET
+        self._seconds = seconds
+        self._started = time.monotonic()
+
+    def published(self) -> int:
+        """How many segments are complete by now."""
+        return int((time.monotonic() - self._started) / self._seconds)
+
+    def playlist(self) -> bytes:
+        end = self.published()
+        first = max(0, end - WINDOW)
+        lines = [
+            "#EXTM3U",
+            "#EXT-X-VERSION:3",
+            f"#EXT-X-TARGETDURATION:{math.ceil(self._seconds)}",
+            f"#EXT-X-MEDIA-SEQUENCE:{first}",
+        ]
+        for number in range(first, end):
+            lines += [f"#EXTINF:{self._seconds:.3f},", f"segment{number}.ts"]
+        return ("\n".join(lines) + "\n").encode()
+
+    def segment(self, number: int) -> bytes:
+        start = number * self._size % len(self._source)
+        repeats = -(-(start + self._size) // len(self._source))
+        return (self._source * repeats)[start : start + self._size]
+
+
+async def stream(writer: asyncio.StreamWriter, chunks: list[bytes], bitrate: int) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\nConnection: close\r\n\r\n")
+    started, sent = time.monotonic(), 0
+    for chunk in itertools.cycle(chunks):
+        writer.write(chunk)
+        await writer.drain()
+        sent += len(chunk)
+        await asyncio.sleep(max(0.0, started + sent * 8 / bitrate - time.monotonic()))
+
+
+async def hls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, segments):
+    """Answers ``path`` and every later request on the same connection."""
+    while True:
+        if path == "/live.m3u8":
+            kind, body = "application/vnd.apple.mpegurl", segments.playlist()
+        elif path.startswith("/segment") and path.endswith(".ts"):
+            kind, body = "video/mp2t", segments.segment(int(path[len("/segment") : -3]))
+        else:
+            kind, body = "text/plain", b"not found"
+        status = "404 Not Found" if kind == "text/plain" else "200 OK"
+        head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n\r\n"
+        writer.write(head.encode() + body)
+        await writer.drain()
+        request = await reader.readuntil(b"\r\n\r\n")
+        path = request.split(b" ", 2)[1].decode()
+
+
 async def serve(args: argparse.Namespace) -> None:
     source = stream_bytes()
     write_size = args.write_size - args.write_size % PACKET
     chunks = [source[i : i + write_size] for i in range(0, len(source), write_size)]
+    segments = Segments(source, args.bitrate, args.segment_seconds)
     connections = itertools.count(1)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        print(f"upstream connection {next(connections)}", flush=True)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\nConnection: close\r\n\r\n")
-        started, sent = time.monotonic(), 0
+        request = await reader.readuntil(b"\r\n\r\n")
+        path = request.split(b" ", 2)[1].decode()
+        print(f"upstream connection {next(connections)} {path}", flush=True)
         try:
-            for chunk in itertools.cycle(chunks):
-                writer.write(chunk)
-                await writer.drain()
-                sent += len(chunk)
-                await asyncio.sleep(max(0.0, started + sent * 8 / args.bitrate - time.monotonic()))
-        except (ConnectionError, asyncio.CancelledError):
+            if path == "/live.ts":
+                await stream(writer, chunks, args.bitrate)
+            else:
+                await hls(reader, writer, path, segments)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
@@ -57,4 +125,5 @@ if __name__ == "__main__":
     parser.add_argument("port_file")
     parser.add_argument("--bitrate", type=int, default=4_000_000)
     parser.add_argument("--write-size", type=int, default=65536)
+    parser.add_argument("--segment-seconds", type=float, default=1.0)
     asyncio.run(serve(parser.parse_args()))
