@@ -52,7 +52,8 @@ HLS_CONTENT_TYPES = frozenset(
 LIVE_EDGE_SEGMENTS = 3  # a live playlist is joined this many segments before its end
 STALL_TARGET_DURATIONS = 3  # no new segment for this many target durations: stalled
 MISSING_SEGMENTS_LIMIT = 3  # consecutive segments that fail before the upstream counts as down
-RELEASE_SLICE_SECONDS = 0.1  # a segment's bytes go out in slices of about this much media
+SLICE_BYTES = 64 * 1024  # a segment's bytes go out in slices of about this size
+SPREAD = 0.9  # ...spread over this share of its duration (after the join's segments)
 PACE_LEAD_SECONDS = 1.0  # media goes out at most the join's segments and this ahead of time
 PREFETCH_SEGMENTS = 2  # segments fetched while the ones before them go out
 PLAYLIST_MAX_BYTES = 4 * 1024 * 1024
@@ -249,7 +250,7 @@ class HlsReader:
         fetch does not starve the viewers."""
         ready: asyncio.Queue[_Ready | Exception | None] = asyncio.Queue(PREFETCH_SEGMENTS)
         producer = asyncio.create_task(self._produce(fetch, url, first, ready))
-        pace: _Pacer | None = None
+        pace: Pacer | None = None
         try:
             while (item := await ready.get()) is not None:
                 if isinstance(item, Exception):
@@ -257,10 +258,11 @@ class HlsReader:
                 self.playing = item.playing
                 if pace is None:
                     # The segments behind the live edge that the join takes go out at once
-                    # (the players' buffer); later ones as soon as they come, unless the reader
-                    # runs ahead of the clock (a VOD playlist, or catching up after an outage).
+                    # (the players' buffer); later ones spread over most of their duration as
+                    # they come, and slower when the reader runs ahead of the clock (a VOD
+                    # playlist, or catching up after an outage).
                     lead = LIVE_EDGE_SEGMENTS * item.target + PACE_LEAD_SECONDS
-                    pace = _Pacer(lead=lead)
+                    pace = Pacer(lead=lead, burst=LIVE_EDGE_SEGMENTS)
                 async for piece in pace.release(item.data, item.duration):
                     yield piece
         finally:
@@ -404,35 +406,62 @@ class HlsReader:
         return cached
 
 
-class _Pacer:
-    """Releases media at the pace of its duration, at most ``lead`` seconds ahead of the clock
-    that started with the first byte; late media goes out at once."""
+class Pacer:
+    """Releases segments in slices of about ``SLICE_BYTES``, spread over ``SPREAD`` of their
+    duration, and at most ``lead`` seconds of media ahead of the clock that started with the
+    first byte. The first ``burst`` segments (the join's, the players' buffer) are not spread.
 
-    def __init__(self, *, lead: float) -> None:
+    Spreading makes a live HLS upstream look to the viewers' sockets like a TS one: each chunk
+    is written before the next comes. A segment written at once costs the server a copy of it
+    per viewer (Twisted joins what waits in a transport's buffer) and held a thousand viewers'
+    server at a full core. As ``SPREAD`` is under 1, a relay that fell behind (a late segment)
+    catches up again."""
+
+    def __init__(self, *, lead: float, burst: int = 0) -> None:
         self._lead = lead
+        self._burst = burst
         self._started: float | None = None
         self._media = 0.0  # seconds of media released so far
+        self._segments = 0
 
     async def release(self, data: bytes, duration: float) -> AsyncIterator[bytes]:
+        now = time.monotonic()
         if self._started is None:
-            self._started = time.monotonic()
-        slices = max(1, round(duration / RELEASE_SLICE_SECONDS))
+            self._started = now
+        spread = 0.0 if self._segments < self._burst else SPREAD * duration
+        self._segments += 1
+        slices = max(1, round(len(data) / SLICE_BYTES))
         packets = len(data) // 188
-        for index in range(slices):
-            begin, end = packets * index // slices, packets * (index + 1) // slices
-            due = self._started + self._media + duration * index / slices - self._lead
-            delay = due - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if end > begin:
-                yield data[begin * 188 : end * 188]
-        tail = data[packets * 188 :]
-        if tail:
-            yield tail
+        begin = 0  # the first slice not yet released
+        while begin < slices:
+            end = begin
+            while (
+                end < slices and self._due(now, spread, duration, end / slices) <= time.monotonic()
+            ):
+                end += 1
+            if end == begin:
+                await asyncio.sleep(
+                    self._due(now, spread, duration, begin / slices) - time.monotonic()
+                )
+                continue
+            if begin == 0 and end == slices:
+                yield data
+            else:
+                first = packets * begin // slices * 188
+                last = len(data) if end == slices else packets * end // slices * 188
+                if last > first:
+                    yield data[first:last]
+            begin = end
         self._media += duration
         behind = time.monotonic() - (self._started + self._media)
         if behind > self._lead:
             self._started += behind - self._lead  # late: do not burst to catch up
+
+    def _due(self, began: float, spread: float, duration: float, part: float) -> float:
+        """When the slice ``part`` of the way into a segment whose release ``began`` may go."""
+        return max(
+            began + spread * part, self._started + self._media + duration * part - self._lead
+        )
 
 
 async def _fetch_ok(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import m3u8
 import pytest
 
 from channels_admin.hls import (
+    SPREAD,
     HlsError,
+    Pacer,
     byteranges,
     looks_like_hls,
     segment_decrypt,
@@ -94,3 +98,45 @@ def test_a_wrong_key_is_an_error_that_says_so():
         HlsError, match=r"^an HLS segment could not be decrypted \(wrong key or IV\?\)$"
     ):
         segment_decrypt(sealed, bytes(16), sequence_iv(1))
+
+
+async def released(pacer: Pacer, data: bytes, duration: float) -> list[tuple[float, bytes]]:
+    """Each chunk the pacer gives out, with when (monotonic seconds)."""
+    return [(time.monotonic(), piece) async for piece in pacer.release(data, duration)]
+
+
+async def test_the_joins_segments_go_out_whole_at_once():
+    segments = [bytes([n]) * 188 * 1000 for n in range(3)]
+    pacer, started = Pacer(lead=10.0, burst=3), time.monotonic()
+    pieces = [piece for segment in segments for piece in await released(pacer, segment, 1.0)]
+
+    assert [piece for _, piece in pieces] == segments
+    assert all(at - started < 0.05 for at, _ in pieces)
+
+
+async def test_a_later_live_segment_is_spread_over_most_of_its_duration():
+    segment = bytes(range(188)) * 1394 + b"tail"  # 262,076 bytes: four slices of 64 KiB
+    pacer, started = Pacer(lead=10.0, burst=0), time.monotonic()
+    pieces = await released(pacer, segment, 0.4)
+
+    assert [len(piece) for _, piece in pieces] == [65424, 65612, 65424, 65616]
+    assert b"".join(piece for _, piece in pieces) == segment
+    # slice k when k quarters of SPREAD of 0.4 s have passed, never before
+    lateness = [at - started - SPREAD * 0.1 * k for k, (at, _) in enumerate(pieces)]
+    assert all(0 <= late < 0.05 for late in lateness), lateness
+
+
+DUE = [0.0, 0.1, 0.2, 0.3, 0.4]
+
+
+async def test_media_ahead_of_the_clock_goes_out_at_the_pace_of_its_duration():
+    segment = bytes(range(188)) * 1394 + b"tail"
+    pacer, started = Pacer(lead=0.0, burst=2), time.monotonic()
+    pieces = await released(pacer, segment, 0.4)  # four slices of 0.1 s
+    pieces += await released(pacer, b"\x47" * 188, 0.1)
+
+    assert [len(piece) for _, piece in pieces] == [65424, 65612, 65424, 65616, 188]
+    assert b"".join(piece for _, piece in pieces[:4]) == segment
+    # each slice when its media is due, never before (and not much later: nothing else runs)
+    lateness = [at - started - due for (at, _), due in zip(pieces, DUE, strict=True)]
+    assert all(0 <= late < 0.05 for late in lateness), lateness
