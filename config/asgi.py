@@ -30,7 +30,9 @@ http_application = RequestBodyLimit(
 
 playlist_ensure_loaded()
 # Load the engine now: a bad checkpoint stops the server at start, and no click waits for it.
-engine_get()
+# With inference workers, they hold the engine and this process none.
+if not settings.SEGMENTATION_WORKERS:
+    engine_get()
 
 application = ProtocolTypeRouter(
     {

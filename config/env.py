@@ -135,9 +135,13 @@ def channel_layers_config(redis_url: str) -> dict[str, Any]:
         raise ImproperlyConfigured(
             f"REDIS_URL must be a redis://, rediss:// or unix:// URL, got {redis_url!r}"
         )
+    # channels_redis waits for a message with BZPOPMIN for 5 s, and redis-py gives up reading
+    # an answer after its default socket timeout, also 5 s: when the client gives up first, a
+    # message that came in that moment is popped on the server and lost. Reads wait longer.
+    host = {"address": redis_url, "socket_timeout": 15}
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_url]},
+            "CONFIG": {"hosts": [host], "channel_capacity": {"segmentation.*": 1000}},
         }
     }

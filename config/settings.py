@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from config.env import (
     channel_layers_config,
     database_config,
@@ -164,6 +166,14 @@ MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 7680 * 4320, minimum=1)
 TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
+# Sessions in inference workers (`manage.py segmentation_worker`, docs/deploy.md): this process
+# then holds no engine and routes every session's operations to its worker through Redis.
+SEGMENTATION_WORKERS = env_bool("SEGMENTATION_WORKERS", False)
+if SEGMENTATION_WORKERS and not REDIS_URL:
+    raise ImproperlyConfigured("SEGMENTATION_WORKERS needs REDIS_URL (the workers' registry)")
+SEGMENTATION_WORKERS_PREFIX = env_str("SEGMENTATION_WORKERS_PREFIX", "segmentation-workers")
+# A worker that stops renewing its registration is dropped this long after (it renews 4x as often).
+SEGMENTATION_WORKER_TTL_SEC = env_int("SEGMENTATION_WORKER_TTL_SEC", 4, minimum=1)
 # Decoded frames each session keeps (stored videos have a key frame every second, so a frame
 # that dropped out costs at most a second of decoding).
 SESSION_FRAME_CACHE_MB = env_int("SESSION_FRAME_CACHE_MB", 64, minimum=1)

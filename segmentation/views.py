@@ -16,7 +16,6 @@ import contextlib
 import json
 import mimetypes
 import re
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -33,15 +32,11 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
-from config.blocking import iterate_in_thread
 from segmentation.errors import ErrorCode, SegmentationError
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
-from segmentation.services.sessions import (
-    PropagatedFrame,
-    session_annotations,
-    session_propagate,
-)
+from segmentation.services.session_router import session_annotations, session_propagation
+from segmentation.services.sessions import PropagatedFrame
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
@@ -187,14 +182,11 @@ async def propagate_in_video(request: HttpRequest) -> HttpResponse:
             'the body must be JSON {"session_id": "<id>", "start_frame_index": <integer>}',
         )
     try:
-        frames = session_propagate(session_id=session_id, start_frame_index=start)
+        parts = await session_propagation(session_id=session_id, start_frame_index=start)
     except SegmentationError as error:
         return _error(
             404 if error.code == ErrorCode.SESSION_NOT_FOUND else 400, error.code, str(error)
         )
-    stop = threading.Event()
-    # One frame in hand at most: a cancel or a disconnect stops the stream within a frame.
-    parts = iterate_in_thread(lambda: frames, stop=stop, name="propagation", buffered=1)
     response = StreamingHttpResponse(
         _multipart(parts), content_type=f"multipart/x-savi-stream; boundary={STREAM_BOUNDARY}"
     )

@@ -6,7 +6,7 @@ import graphene
 
 from config.server_timing import server_timing_add
 from segmentation.graphql.types import RLEMaskListOnFrame, masks_on_frame
-from segmentation.services import sessions as services
+from segmentation.services import session_router as services
 
 
 class StartSessionInput(graphene.InputObjectType):
@@ -91,7 +91,7 @@ class CancelPropagateInVideo(graphene.ObjectType):
 
 
 def resolve_start_session(root, info, input: StartSessionInput) -> StartSession:
-    return StartSession(session_id=services.session_start(path=input.path).id)
+    return StartSession(session_id=services.session_start(path=input.path))
 
 
 def resolve_close_session(root, info, input: CloseSessionInput) -> CloseSession:
@@ -107,7 +107,7 @@ def resolve_add_points(root, info, input: AddPointsInput) -> RLEMaskListOnFrame:
         labels=input.labels,
         clear_old_points=input.clear_old_points,
     )
-    server_timing_add(info.context, "engine", result.engine_seconds)
+    server_timing_add(info.context, "engine", result["engine_seconds"])
     return masks_on_frame(result)
 
 

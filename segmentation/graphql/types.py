@@ -9,8 +9,6 @@ from graphql.language.ast import IntValueNode
 from graphql_relay import to_global_id
 
 from segmentation.models import Video as VideoModel
-from segmentation.rle import rle_encode
-from segmentation.services.sessions import FrameMasks
 
 VIDEO_TYPE = "Video"
 
@@ -145,11 +143,13 @@ class RLEMaskListOnFrame(graphene.ObjectType):
     )
 
 
-def masks_on_frame(result: FrameMasks) -> RLEMaskListOnFrame:
+def masks_on_frame(frame: dict) -> RLEMaskListOnFrame:
+    """The masks of one frame as the session operations give them (segmentation/workers/
+    operations.py: ``{"frame_index", "objects": [[object_id, rle], ...]}``)."""
     return RLEMaskListOnFrame(
-        frame_index=result.frame_index,
+        frame_index=frame["frame_index"],
         rle_mask_list=[
-            RLEMaskForObject(object_id=object_id, rle_mask=RLEMask(order="F", **rle_encode(mask)))
-            for object_id, mask in sorted(result.masks.items())
+            RLEMaskForObject(object_id=object_id, rle_mask=RLEMask(order="F", **rle))
+            for object_id, rle in frame["objects"]
         ],
     )

@@ -113,6 +113,20 @@ class SessionRegistry:
         self._end(session)
         return True
 
+    def close_idle(self) -> int:
+        """Close every session that no operation holds now; how many are still held."""
+        with self._guard:
+            self._expire_locked()
+            sessions = list(self._sessions.values())
+        held = 0
+        for session in sessions:
+            if session.lock.acquire(blocking=False):
+                session.lock.release()
+                self.close(session.id)
+            else:
+                held += 1
+        return held
+
     def _expire_locked(self) -> None:
         deadline = self._clock() - self._idle_timeout
         for session_id in [s.id for s in self._sessions.values() if s.last_used < deadline]:
@@ -167,16 +181,20 @@ class FrameMasks:
 
 def session_start(*, path: str) -> Session:
     """Open an engine state on the library's video at ``path``."""
+    session_registry().check_room()
+    video = video_get(path=path)
+    return session_open(video_path=video.path, file=str(media_path(video.path)))
+
+
+def session_open(*, video_path: str, file: str) -> Session:
+    """Open an engine state on the video file ``file`` (the library's ``video_path``)."""
     registry = session_registry()
     registry.check_room()
-    video = video_get(path=path)
     try:
-        frames = VideoFileFrames(
-            media_path(video.path), cache_bytes=settings.SESSION_FRAME_CACHE_MB * 1024 * 1024
-        )
+        frames = VideoFileFrames(file, cache_bytes=settings.SESSION_FRAME_CACHE_MB * 1024 * 1024)
     except FrameSourceError as error:
         raise UnsupportedMedia(str(error)) from None
-    return registry.open(state=engine_get().open(frames), video_path=video.path)
+    return registry.open(state=engine_get().open(frames), video_path=video_path)
 
 
 def session_close(*, session_id: str) -> bool:

@@ -1,0 +1,230 @@
+"""A web process's side of the inference workers: it sends each operation to the worker that
+holds the session and waits for the answer, never longer than that worker stays registered.
+
+The client runs an event loop of its own, in a thread, with a channel layer instance of its
+own: the GraphQL resolvers are synchronous and run in threads of their own, and the propagation
+view runs on the server's loop; each reaches the client through that loop. Answers come to one
+channel per web process and are handed to whoever waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as redis
+from channels.layers import channel_layers
+from django.conf import settings
+
+from segmentation.errors import SessionNotFound, TooManySessions
+from segmentation.services.sessions import PropagatedFrame
+from segmentation.workers.operations import error_decode
+from segmentation.workers.registry import WorkerInfo, WorkerRegistry, worker_channel
+
+logger = logging.getLogger(__name__)
+
+LIVENESS_POLL_SEC = 0.5  # how often a wait checks that its worker is still registered
+STREAM_WINDOW = 4  # frames a worker may send ahead of what the client has taken
+_END = object()
+
+
+class WorkerGone(SessionNotFound):
+    pass
+
+
+class WorkerClient:
+    def __init__(self, *, redis_url: str, prefix: str, ttl_seconds: float) -> None:
+        self._registry = WorkerRegistry(
+            redis.Redis.from_url(redis_url), prefix=prefix, ttl_seconds=ttl_seconds
+        )
+        self._layer = channel_layers.make_backend("default")
+        self._reply = f"segmentation.web.{uuid.uuid4().hex}"
+        self._waiting: dict[str, asyncio.Future | asyncio.Queue] = {}
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(
+            target=self._loop.run_forever, name="segmentation-workers", daemon=True
+        ).start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result()
+
+    async def _start(self) -> None:
+        self._reader = asyncio.create_task(self._read())
+
+    # Called from any thread but the client's own.
+
+    def call(self, session_id: str, op: str, **args: Any) -> Any:
+        """Run ``op`` on the session's worker; its answer, or the API error it raised."""
+        coroutine = self._call(_worker_of(session_id), op, {"session_id": session_id, **args})
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def open(self, **args: Any) -> str:
+        """A new session on the live worker with the most free places."""
+        return asyncio.run_coroutine_threadsafe(self._open(args), self._loop).result()
+
+    async def propagate(self, session_id: str, start_frame_index: int) -> AsyncIterator:
+        """The session's propagation, frame by frame, for a coroutine on another loop. The API
+        error it fails with is raised before the first frame."""
+        stream_id = uuid.uuid4().hex
+        queue = await self._on_loop(self._propagate_start(session_id, start_frame_index, stream_id))
+        return self._frames(session_id, stream_id, queue)
+
+    # On the client's loop.
+
+    async def _on_loop(self, coroutine) -> Any:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                message = await self._layer.receive(self._reply)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("segmentation workers: reading answers failed; retrying")
+                await asyncio.sleep(LIVENESS_POLL_SEC)
+                continue
+            waiter = self._waiting.get(message.get("id", ""))
+            if isinstance(waiter, asyncio.Queue):
+                waiter.put_nowait(message)
+            elif waiter is not None and not waiter.done():
+                waiter.set_result(message)
+
+    async def _call(self, worker_id: str, op: str, args: dict) -> Any:
+        worker = await self._registry.get(worker_id)
+        if worker is None:
+            raise WorkerGone(f"no session with id {args['session_id']!r} (its worker stopped)")
+        answer = await self._ask(worker, {"type": "seg.call", "op": op, "args": args})
+        return _result(answer)
+
+    async def _ask(self, worker: WorkerInfo, message: dict) -> dict:
+        """Send ``message`` to ``worker`` and wait for its answer while it lives."""
+        request_id = uuid.uuid4().hex
+        answer = self._loop.create_future()
+        self._waiting[request_id] = answer
+        try:
+            await self._layer.send(
+                worker.channel, {**message, "reply": self._reply, "id": request_id}
+            )
+            while True:
+                done, _ = await asyncio.wait({answer}, timeout=LIVENESS_POLL_SEC)
+                if done:
+                    return answer.result()
+                if await self._registry.get(worker.id) is None:
+                    raise WorkerGone(f"the worker {worker.name} stopped")
+        finally:
+            self._waiting.pop(request_id, None)
+
+    async def _open(self, args: dict) -> str:
+        workers = sorted(await self._registry.workers(), key=lambda w: -w.free)
+        for worker in (w for w in workers if w.free > 0):
+            try:
+                return _result(
+                    await self._ask(worker, {"type": "seg.call", "op": "open", "args": args})
+                )
+            except (TooManySessions, WorkerGone):
+                continue  # it filled up or stopped since its last heartbeat
+        if not workers:
+            raise TooManySessions("no inference worker is running; try again later")
+        raise TooManySessions(
+            "every inference worker holds its maximum of sessions; try again later"
+        )
+
+    async def _propagate_start(
+        self, session_id: str, start_frame_index: int, stream_id: str
+    ) -> asyncio.Queue:
+        worker = await self._registry.get(_worker_of(session_id))
+        if worker is None:
+            raise WorkerGone(f"no session with id {session_id!r} (its worker stopped)")
+        queue: asyncio.Queue = asyncio.Queue()
+        self._waiting[stream_id] = queue
+        message = {
+            "type": "seg.propagate",
+            "session_id": session_id,
+            "start_frame_index": start_frame_index,
+            "window": STREAM_WINDOW,
+            "reply": self._reply,
+            "id": stream_id,
+        }
+        try:
+            await self._layer.send(worker.channel, message)
+            answer = await self._next(worker.id, queue)
+            if answer is _END:
+                raise WorkerGone(f"the worker {worker.name} stopped")
+            _result(answer)
+        except BaseException:
+            self._waiting.pop(stream_id, None)
+            raise
+        return queue
+
+    async def _next(self, worker_id: str, queue: asyncio.Queue) -> dict | object:
+        """The stream's next message, or _END once its worker is gone."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                return await asyncio.wait_for(queue.get(), LIVENESS_POLL_SEC)
+            if await self._registry.get(worker_id) is None:
+                return _END
+
+    async def _take(self, session_id: str, queue: asyncio.Queue) -> object:
+        message = await self._next(_worker_of(session_id), queue)
+        if message is _END or message["type"] == "seg.end":
+            return _END
+        return message
+
+    async def _send_to(self, session_id: str, message: dict) -> None:
+        await self._layer.send(worker_channel(_worker_of(session_id)), message)
+
+    async def _frames(
+        self, session_id: str, stream_id: str, queue: asyncio.Queue
+    ) -> AsyncIterator[PropagatedFrame]:
+        """The frames, each acknowledged once the caller asks for the next; closing this
+        early (the client went away) stops the worker's propagation."""
+        ended = False
+        try:
+            while True:
+                message = await self._on_loop(self._take(session_id, queue))
+                if message is _END:
+                    ended = True
+                    return
+                yield PropagatedFrame(
+                    message["frame_index"], message["frame_count"], message["results"]
+                )
+                credit = {"type": "seg.credit", "id": stream_id, "count": 1}
+                await self._on_loop(self._send_to(session_id, credit))
+        finally:
+            self._loop.call_soon_threadsafe(self._waiting.pop, stream_id, None)
+            if not ended:
+                stop = {"type": "seg.stop", "id": stream_id}
+                with contextlib.suppress(Exception):
+                    await self._on_loop(self._send_to(session_id, stop))
+
+
+def _worker_of(session_id: str) -> str:
+    worker, _, _ = session_id.rpartition(".")
+    return worker
+
+
+def _result(answer: dict) -> Any:
+    if not answer["ok"]:
+        raise error_decode(answer["error"])
+    return answer["result"]
+
+
+_client: WorkerClient | None = None
+_client_guard = threading.Lock()
+
+
+def worker_client() -> WorkerClient:
+    """The process's client, made on first use from the settings."""
+    global _client
+    with _client_guard:
+        if _client is None:
+            _client = WorkerClient(
+                redis_url=settings.REDIS_URL,
+                prefix=settings.SEGMENTATION_WORKERS_PREFIX,
+                ttl_seconds=settings.SEGMENTATION_WORKER_TTL_SEC,
+            )
+        return _client

@@ -1,0 +1,278 @@
+"""Sessions in inference workers behind web processes (issue 18), all real processes on
+loopback with a real Redis: two web processes route every operation to the worker that holds
+the session, whichever of them receives it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+import requests
+
+from tests.config.test_scale_out import REDIS_URL, needs_redis
+from tests.conftest import ROOT, manage, project_env, running_server
+from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
+from tests.segmentation.test_propagation_stream import (
+    click,
+    graphql,
+    parts,
+    propagate,
+    start_session,
+)
+
+pytestmark = needs_redis
+
+TTL_SEC = 2
+SESSIONS = 20
+SHORT_FRAMES = 12
+
+
+class Workers:
+    """Inference worker processes sharing the tests' registry prefix."""
+
+    def __init__(self, var: Path, env: dict[str, str]) -> None:
+        self._var = var
+        self._env = env
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str) -> subprocess.Popen:
+        log = (self._var / f"worker-{name}.log").open("w")
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "segmentation_worker", "--name", name],
+            cwd=ROOT,
+            env=self._env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.processes[name] = process
+        return process
+
+    def log(self, name: str) -> str:
+        return (self._var / f"worker-{name}.log").read_text()
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def registered(prefix: str) -> dict[str, dict]:
+    """The registry, by worker name."""
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = client.keys(f"{prefix}:worker:*")
+    return {info["name"]: info for info in (json.loads(v) for v in client.mget(keys) if v)}
+
+
+def wait_for(check, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], Workers, str]]:
+    var = tmp_path_factory.mktemp("workers-var")
+    videos = tmp_path_factory.mktemp("workers-videos")
+    write_mp4(make_video(SHORT_FRAMES), videos / "short.mp4")
+    write_mp4(make_video(240), videos / "long.mp4")
+    prefix = f"test-workers-{uuid.uuid4().hex[:8]}"
+    extra = {
+        "REDIS_URL": REDIS_URL,
+        "SEGMENTATION_WORKERS": "1",
+        "SEGMENTATION_WORKERS_PREFIX": prefix,
+        "SEGMENTATION_WORKER_TTL_SEC": str(TTL_SEC),
+        "MAX_SESSIONS": "16",
+    }
+    env = project_env(var, **extra)
+    assert manage("migrate", "--noinput", env=env).returncode == 0
+    imported = manage("import_videos", str(videos), env=env)
+    assert imported.returncode == 0, imported.stderr
+    workers = Workers(var, env)
+    try:
+        for name in ("a", "b"):
+            workers.start(name)
+        with (
+            running_server(var, log_name="web-one.log", **extra) as one,
+            running_server(var, log_name="web-two.log", **extra) as two,
+        ):
+            wait_for(lambda: set(registered(prefix)) == {"a", "b"})
+            yield [one, two], workers, prefix
+    finally:
+        workers.stop()
+
+
+def worker_of(session_id: str) -> str:
+    return session_id.rpartition(".")[0].rsplit("-", 1)[0]
+
+
+def masks_of(answer: dict) -> list[int]:
+    return [mask["objectId"] for mask in answer["rleMaskList"]]
+
+
+ADD = """mutation($input: AddPointsInput!) {
+  addPoints(input: $input) { frameIndex rleMaskList { objectId rleMask { size counts } } } }"""
+CLEAR_FRAME = """mutation($input: ClearPointsInFrameInput!) {
+  clearPointsInFrame(input: $input) { frameIndex rleMaskList { objectId } } }"""
+CLEAR_VIDEO = """mutation($input: ClearPointsInVideoInput!) {
+  clearPointsInVideo(input: $input) { success } }"""
+REMOVE = """mutation($input: RemoveObjectInput!) {
+  removeObject(input: $input) { frameIndex rleMaskList { objectId } } }"""
+CANCEL = """mutation($input: CancelPropagateInVideoInput!) {
+  cancelPropagateInVideo(input: $input) { success } }"""
+CLOSE = """mutation($input: CloseSessionInput!) { closeSession(input: $input) { success } }"""
+
+
+def test_sessions_spread_over_the_workers_and_every_operation_reaches_its_own(layout):
+    fronts, _, prefix = layout
+    before = {name: info["operations"] for name, info in registered(prefix).items()}
+    sessions = [start_session(fronts[n % 2], "gallery/short.mp4") for n in range(SESSIONS)]
+
+    assert len(set(sessions)) == SESSIONS
+    assert sorted(worker_of(s) for s in sessions).count("a") == SESSIONS // 2
+    for n, session_id in enumerate(sessions):
+        # each operation through the other front than the one before
+        web = [fronts[n % 2], fronts[(n + 1) % 2]]
+        first = click(web[0], session_id, 1, 4)["data"]["addPoints"]
+        assert first["frameIndex"] == 4
+        second = graphql(web[1], ADD, input=_click(session_id, object_id=2, frame=4))["data"][
+            "addPoints"
+        ]
+        assert masks_of(second) == [1, 2]  # the first click's object is still there: same state
+        cleared = graphql(
+            web[0], CLEAR_FRAME, input={"sessionId": session_id, "frameIndex": 4, "objectId": 2}
+        )["data"]["clearPointsInFrame"]
+        assert masks_of(cleared) == [1, 2]
+        assert cleared["frameIndex"] == 4
+
+    session_id = sessions[0]
+    with propagate(fronts[1], session_id, 4) as response:
+        order = [json.loads(body)["frame_index"] for _, body in parts(response)]
+    assert order == [4, 5, 6, 7, 8, 9, 10, 11, 3, 2, 1, 0]
+    export = requests.get(f"{fronts[0]}/annotations/{session_id}.json", timeout=30)
+    assert export.status_code == 200
+    assert len(export.json()["frames"]) == SHORT_FRAMES
+    removed = graphql(fronts[0], REMOVE, input={"sessionId": session_id, "objectId": 1})
+    assert [frame["frameIndex"] for frame in removed["data"]["removeObject"]] == [4]
+    reset = graphql(fronts[1], CLEAR_VIDEO, input={"sessionId": session_id})
+    assert reset["data"]["clearPointsInVideo"]["success"] is True
+
+    for n, session_id in enumerate(sessions):
+        closed = graphql(fronts[n % 2], CLOSE, input={"sessionId": session_id})
+        assert closed["data"]["closeSession"]["success"] is True
+    # per session: open, two clicks, a clear and the close; 4 more on the first one
+    after = wait_for(lambda: _after_beat(prefix, before))
+    assert sum(after.values()) == SESSIONS * 5 + 4
+    assert {name: info["load"] for name, info in registered(prefix).items()} == {"a": 0, "b": 0}
+
+
+def _after_beat(prefix: str, before: dict[str, int]) -> dict[str, int] | None:
+    now = registered(prefix)
+    done = {name: info["operations"] - before[name] for name, info in now.items()}
+    return done if sum(done.values()) >= SESSIONS * 5 + 4 else None
+
+
+def _click(session_id: str, *, object_id: int, frame: int) -> dict:
+    ys, xs = np.nonzero(make_video(frame + 1).masks[frame][object_id])
+    return {
+        "sessionId": session_id,
+        "frameIndex": frame,
+        "clearOldPoints": True,
+        "objectId": object_id,
+        "labels": [1],
+        "points": [[float(xs.mean()) / WIDTH, float(ys.mean()) / HEIGHT]],
+    }
+
+
+def test_a_cancel_through_the_other_front_stops_the_propagation(layout):
+    fronts, _, _ = layout
+    session_id = start_session(fronts[0], "gallery/long.mp4")
+    click(fronts[0], session_id, 1, 0)
+    with propagate(fronts[0], session_id, 0) as response:
+        received = []
+        for _, body in parts(response):
+            received.append(json.loads(body)["frame_index"])
+            if len(received) == 3:
+                answer = graphql(fronts[1], CANCEL, input={"sessionId": session_id})
+                assert answer["data"]["cancelPropagateInVideo"]["success"] is True
+    assert 3 <= len(received) < 240
+    graphql(fronts[0], CLOSE, input={"sessionId": session_id})
+
+
+@contextlib.contextmanager
+def _worker(workers: Workers, prefix: str, name: str) -> Iterator[subprocess.Popen]:
+    process = workers.start(name)
+    wait_for(lambda: name in registered(prefix))
+    yield process
+
+
+def test_a_killed_worker_s_sessions_are_not_found_and_the_others_go_on(layout):
+    fronts, workers, prefix = layout
+    with _worker(workers, prefix, "doomed") as doomed:
+        survivors = _one_each(fronts[0], {"a", "b"})
+        # now the new worker has the most free places, so it takes the next session
+        victim = start_session(fronts[0], "gallery/long.mp4")
+        assert worker_of(victim) == "doomed"
+        click(fronts[0], victim, 1, 0)
+        with propagate(fronts[1], victim, 0) as response:
+            received = 0
+            for _ in parts(response):  # the stream ends cleanly, short of its total
+                received += 1
+                if received == 2:
+                    doomed.send_signal(signal.SIGKILL)
+                    killed = time.monotonic()
+        assert 2 <= received < 240
+        assert time.monotonic() - killed < TTL_SEC + 2
+
+        answer = click(fronts[1], victim, 1, 0)
+        assert answer["errors"][0]["extensions"]["code"] == "SESSION_NOT_FOUND"
+        for survivor in survivors:
+            assert click(fronts[1], survivor, 1, 4)["data"]["addPoints"]["frameIndex"] == 4
+            graphql(fronts[0], CLOSE, input={"sessionId": survivor})
+        wait_for(lambda: "doomed" not in registered(prefix))
+
+
+def _one_each(front: str, names: set[str]) -> list[str]:
+    """A session on each of the workers ``names`` (the emptiest first, ties by ID)."""
+    sessions = [start_session(front, "gallery/short.mp4") for _ in names]
+    assert {worker_of(session) for session in sessions} == names
+    return sessions
+
+
+def test_a_stopped_worker_drains_its_sessions_then_leaves(layout):
+    fronts, workers, prefix = layout
+    with _worker(workers, prefix, "leaving") as leaving:
+        others = _one_each(fronts[0], {"a", "b"})
+        session_id = start_session(fronts[0], "gallery/long.mp4")
+        assert worker_of(session_id) == "leaving"
+        click(fronts[0], session_id, 1, 0)
+        with propagate(fronts[1], session_id, 0) as response:
+            stream = parts(response)
+            next(stream)
+            leaving.send_signal(signal.SIGTERM)
+            # draining: no new session goes there, and the running propagation completes
+            other = start_session(fronts[0], "gallery/short.mp4")
+            assert worker_of(other) in {"a", "b"}
+            frames = 1 + sum(1 for _ in stream)
+        assert frames == 240
+        assert leaving.wait(timeout=10) == 0
+        assert "leaving" not in registered(prefix)
+        assert "draining" in workers.log("leaving")
+        answer = click(fronts[1], session_id, 1, 0)
+        assert answer["errors"][0]["extensions"]["code"] == "SESSION_NOT_FOUND"
+        for session in [*others, other]:
+            graphql(fronts[0], CLOSE, input={"sessionId": session})
