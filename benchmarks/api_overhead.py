@@ -1,6 +1,6 @@
 """What the API adds to the engine: ``addPoints`` over GraphQL, and the propagation stream.
 
-    .venv/bin/python benchmarks/api_overhead.py [--clicks 40]
+    .venv/bin/python benchmarks/api_overhead.py [--clicks 40] [--worker]
 
 Prepares the default video (854 x 480, 144 frames) in a temporary VAR_DIR and runs the real
 server (daphne) on it. The same clicks are then answered twice: by the engine in this process
@@ -9,6 +9,10 @@ keep-alive connection). The clicks alternate between two points, so each is a fu
 The API's overhead is each round trip less the engine's time in that request, which the server
 reports in its ``Server-Timing`` header. Then the whole video is propagated both ways: the
 engine's generator here, and ``POST /propagate_in_video`` read to its last part.
+
+With ``--worker`` (needs Redis), the server side runs a second time with the engine in an
+inference worker behind the web process (docs/deploy.md), and the script prints what the
+worker path adds to the round trip and how its stream compares.
 """
 
 from __future__ import annotations
@@ -94,11 +98,13 @@ def server_side(base: str, path: str, clicks: int) -> tuple[list[tuple[float, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clicks", type=int, default=40)
+    parser.add_argument("--worker", action="store_true", help="also through an inference worker")
     args = parser.parse_args()
+    path = "gallery/default.mp4"
     with served() as server:
         video = server.var_dir / "media" / "gallery" / "default.mp4"
         engine_clicks, engine_fps = engine_side(video, args.clicks)
-        api_clicks, api_fps = server_side(server.base_url, "gallery/default.mp4", args.clicks)
+        api_clicks, api_fps = server_side(server.base_url, path, args.clicks)
 
     def ms(values: list[float]) -> float:
         return statistics.median(values) * 1000
@@ -111,6 +117,21 @@ def main() -> None:
     print(f"  API overhead (round trip - engine) {overhead:7.1f} ms (target <= 10 ms)")
     print(f"propagation of 144 frames: engine {engine_fps:.1f} frames/s, stream {api_fps:.1f}")
     print(f"  the stream delivers {api_fps / engine_fps:.0%} of the engine's rate")
+    if not args.worker:
+        return
+    with served(workers=1) as server:
+        worker_clicks, worker_fps = server_side(server.base_url, path, args.clicks)
+    print("through a web process and an inference worker; medians:")
+    print(f"  engine, in the worker              {ms([e for _, e in worker_clicks]):7.1f} ms")
+    print(f"  addPoints over HTTP (round trip)   {ms([t for t, _ in worker_clicks]):7.1f} ms")
+    worker_overhead = ms([t - e for t, e in worker_clicks])
+    print(f"  API overhead (round trip - engine) {worker_overhead:7.1f} ms")
+    added = worker_overhead - overhead
+    print(f"  added by the worker path           {added:7.1f} ms (target <= 5 ms)")
+    print(
+        f"propagation through the worker: {worker_fps:.1f} frames/s, "
+        f"{worker_fps / api_fps:.0%} of the single process's stream (target >= 90%)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,19 +1,24 @@
 """The HLS relay's delay (issue 17): from a segment appearing in the origin's live playlist to its
 last byte at a viewer of /ts.
 
-    .venv/bin/python benchmarks/hls_delay.py [--seconds 15]
+    .venv/bin/python benchmarks/hls_delay.py [--seconds 15] [--source origin|upstream]
 
-The test suite's HLS origin (tests/channels_admin/hls_origin.py) publishes a 0.5 s MPEG-TS
-segment every 0.5 s (target duration 1 s, so the relay reloads the playlist every 0.5-1 s). MPEG-TS
-segments pass through the hub byte for byte, so the viewer finds each segment's last packet in
-what it received and notes when that arrived. The three segments the relay joins with were
-published before it joined and are left out. Prints the median and 90th percentile of the delay,
-and the target: 1 s plus one playlist reload interval.
+``--source origin``: the test suite's HLS origin (tests/channels_admin/hls_origin.py) publishes a
+0.5 s MPEG-TS segment (160x96, a few kB) every 0.5 s, with a target duration of 1 s, so the relay
+reloads the playlist every 0.5-1 s. ``--source upstream``: benchmarks/ts_upstream.py's live
+playlist, 1 s segments of 4 Mbit/s (500 kB; the relay spreads each over part of its duration).
+
+MPEG-TS segments pass through the hub byte for byte, so the viewer finds each segment's last
+packet in what it received (the origin's frames show their index; the upstream's last packet
+names its segment) and notes when it arrived. The segments the relay joins with were published
+before it joined and are left out. Prints the median and 90th percentile of the
+delay, and the target: 1 s plus one playlist reload interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import sys
 import tempfile
@@ -26,20 +31,87 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import ts_upstream  # noqa: E402
 from benchmarks.local_server import served  # noqa: E402
 from tests.channels_admin.hls_origin import SEGMENTS, HlsOrigin  # noqa: E402
 
-RELOAD_INTERVAL_SEC = 1.0  # the origin's target duration
+TAIL_BYTES = 188  # a segment's last packet, as the viewer looks for it
+
+
+class OriginSource:
+    """The test suite's origin: 0.5 s segments of a few kB, target duration 1 s."""
+
+    reload_interval = 1.0
+
+    def __init__(self, folder: Path) -> None:
+        self._origin = HlsOrigin(folder)
+        self.url = self._origin.url("/ts/live.m3u8")
+
+    def start(self) -> None:
+        self._origin.restart()
+
+    def first(self) -> int:
+        """The first segment published after the relay joined."""
+        return self._origin.requests[0].published
+
+    def segment(self, number: int) -> bytes | None:
+        return self._origin.segment(number) if number < SEGMENTS else None
+
+    def published_at(self, number: int) -> float:
+        return self._origin.published_at(number)
+
+    def close(self) -> None:
+        self._origin.close()
+
+
+class UpstreamSource:
+    """benchmarks/ts_upstream.py's live playlist: 1 s segments of 4 Mbit/s."""
+
+    reload_interval = 1.0
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        port_file = folder / "upstream.port"
+        self._arguments = ts_upstream.arguments_parse([str(port_file)])
+        self._segments = ts_upstream.Segments(
+            ts_upstream.stream_bytes(), self._arguments.bitrate, self._arguments.segment_seconds
+        )
+        self._loop = asyncio.new_event_loop()
+        served_upstream = ts_upstream.serve(self._arguments, self._segments)
+        threading.Thread(
+            target=self._loop.run_until_complete, args=(served_upstream,), daemon=True
+        ).start()
+        while not port_file.exists() or not port_file.read_text():
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{port_file.read_text()}/live.m3u8"
+        self._joined = 0
+
+    def start(self) -> None:
+        self._joined = self._segments.published()
+
+    def first(self) -> int:
+        return self._joined + 1
+
+    def segment(self, number: int) -> bytes | None:
+        return self._segments.segment(number) if number < self._segments.published() else None
+
+    def published_at(self, number: int) -> float:
+        return self._segments.published_at(number)
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=15.0, help="how long the viewer reads")
+    parser.add_argument("--source", choices=["origin", "upstream"], default="origin")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        origin = HlsOrigin(Path(folder) / "origin")
+        kind = OriginSource if arguments.source == "origin" else UpstreamSource
+        source = kind(Path(folder) / "origin")
         playlist = Path(folder) / "channels.m3u"
-        url = origin.url("/ts/live.m3u8")
+        url = source.url
         playlist.write_text(f'#EXTM3U\n#EXTINF:-1 tvg-id="h",HLS\n{url}\n', encoding="utf-8")
         with served(CHANNELS_PLAYLIST_PATH=str(playlist)) as server:
             received: list[tuple[float, int]] = []  # (arrival, bytes received by then)
@@ -54,7 +126,7 @@ def main() -> None:
                         if done.is_set():
                             return
 
-            origin.restart()
+            source.start()
             answer = requests.post(
                 f"{server.base_url}/api/admin/channel", json={"channel_id": "h"}, timeout=10
             )
@@ -64,24 +136,25 @@ def main() -> None:
             time.sleep(arguments.seconds)
             done.set()
             viewer.join(timeout=10)
-        joined_with = origin.requests[0].published
-        origin.close()
-    delays = []
-    at = 0
-    for number in range(joined_with, SEGMENTS):
-        last_packet = origin.segment(number)[-188:]
-        found = bytes(data).find(last_packet, at)
-        if found == -1:
-            break
-        at = found + 188
-        arrival = next(t for t, size in received if size >= at)
-        delays.append(arrival - origin.published_at(number))
+        first = source.first()
+        delays = []
+        at = 0
+        number = first
+        while (segment := source.segment(number)) is not None:
+            found = bytes(data).find(segment[-TAIL_BYTES:], at)
+            if found == -1:
+                break
+            at = found + TAIL_BYTES
+            arrival = next(t for t, size in received if size >= at)
+            delays.append(arrival - source.published_at(number))
+            number += 1
+        source.close()
     ordered = sorted(delays)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
     print(
         f"segment published -> its last byte at the viewer: median "
         f"{statistics.median(delays) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms over {len(delays)}"
-        f" segments (target: 1 s + a reload interval of {RELOAD_INTERVAL_SEC:g} s)"
+        f" segments (target: 1 s + a reload interval of {source.reload_interval:g} s)"
     )
 
 

@@ -31,6 +31,7 @@ class Served:
     base_url: str
     var_dir: Path
     pid: int
+    worker_pids: tuple[int, ...] = ()
 
     def rss_mb(self) -> float:
         """The server process's resident memory now."""
@@ -41,31 +42,55 @@ class Served:
 
 
 @contextlib.contextmanager
-def served(**env_overrides: str) -> Iterator[Served]:
-    """The running server (its base URL, VAR_DIR and process); stopped on exit."""
+def served(*, workers: int = 0, **env_overrides: str) -> Iterator[Served]:
+    """The running server (its base URL, VAR_DIR and process); stopped on exit. With
+    ``workers``, that many inference workers (``manage.py segmentation_worker``) hold the
+    sessions, found through Redis at ``REDIS_URL`` (default: this machine's)."""
     with tempfile.TemporaryDirectory() as work:
         env = {**os.environ, "VAR_DIR": work, "LOG_LEVEL": "INFO", **env_overrides}
         env.pop("DATABASE_URL", None)
+        if workers:
+            env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+            env["SEGMENTATION_WORKERS"] = "1"
+            env["SEGMENTATION_WORKERS_PREFIX"] = f"bench-{os.getpid()}-{time.monotonic_ns()}"
         manage("migrate", "--noinput", env=env)
         manage("default_video", env=env)
-        log = Path(work) / "daphne.log"
-        with log.open("w") as out:
-            server = subprocess.Popen(
-                [sys.executable, "-m", "config.server", "-p", "0", "config.asgi:application"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+        started = []
         try:
-            yield Served(_base_url(log), Path(work), server.pid)
+            for number in range(workers):
+                command = ["manage.py", "segmentation_worker", "--name", f"w{number}"]
+                started.append(_start(command, env, Path(work) / f"worker{number}.log"))
+            for number in range(workers):
+                _wait_for("segmentation worker", Path(work) / f"worker{number}.log")
+            log = Path(work) / "daphne.log"
+            server = _start(["-m", "config.server", "-p", "0", "config.asgi:application"], env, log)
+            started.append(server)
+            workers_started = tuple(process.pid for process in started[:-1])
+            yield Served(_base_url(log), Path(work), server.pid, workers_started)
         finally:
-            server.terminate()
-            server.wait(timeout=10)
+            for process in started:
+                process.terminate()
+            for process in started:
+                process.wait(timeout=30)
 
 
-def _base_url(log: Path) -> str:
+def _start(arguments: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    with log.open("w") as out:
+        return subprocess.Popen(  # noqa: S603 (our own interpreter and modules)
+            [sys.executable, *arguments], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def _wait_for(text: str, log: Path) -> str:
+    """The first line of ``log`` holding ``text``, waiting for it."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_SEC
     while time.monotonic() < deadline:
         for line in log.read_text().splitlines():
-            if "Listening on TCP address" in line:
-                return "http://" + line.rsplit(" ", 1)[1]
+            if text in line:
+                return line
         time.sleep(0.1)
     raise SystemExit(log.read_text())
+
+
+def _base_url(log: Path) -> str:
+    return "http://" + _wait_for("Listening on TCP address", log).rsplit(" ", 1)[1]

@@ -47,6 +47,10 @@ class Segments:
         """How many segments are complete by now."""
         return int((time.monotonic() - self._started) / self._seconds)
 
+    def published_at(self, number: int) -> float:
+        """When segment ``number`` appears in the playlist (monotonic seconds)."""
+        return self._started + (number + 1) * self._seconds
+
     def playlist(self) -> bytes:
         end = self.published()
         first = max(0, end - WINDOW)
@@ -61,9 +65,12 @@ class Segments:
         return ("\n".join(lines) + "\n").encode()
 
     def segment(self, number: int) -> bytes:
+        """The stream's next ``size`` bytes, the last packet a null packet (PID 0x1FFF, which
+        players skip) naming the segment, so that a viewer can tell where each one ends."""
         start = number * self._size % len(self._source)
         repeats = -(-(start + self._size) // len(self._source))
-        return (self._source * repeats)[start : start + self._size]
+        media = (self._source * repeats)[start : start + self._size - PACKET]
+        return media + b"\x47\x1f\xff\x10" + f"segment {number}".encode().ljust(PACKET - 4, b"\xff")
 
 
 async def stream(writer: asyncio.StreamWriter, chunks: list[bytes], bitrate: int) -> None:
@@ -93,11 +100,12 @@ async def hls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: 
         path = request.split(b" ", 2)[1].decode()
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: argparse.Namespace, segments: Segments | None = None) -> None:
+    """Serve until cancelled; ``segments`` are the HLS playlist's (made from ``args`` if None)."""
     source = stream_bytes()
     write_size = args.write_size - args.write_size % PACKET
     chunks = [source[i : i + write_size] for i in range(0, len(source), write_size)]
-    segments = Segments(source, args.bitrate, args.segment_seconds)
+    segments = segments or Segments(source, args.bitrate, args.segment_seconds)
     connections = itertools.count(1)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -120,10 +128,14 @@ async def serve(args: argparse.Namespace) -> None:
         await server.serve_forever()
 
 
-if __name__ == "__main__":
+def arguments_parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("port_file")
     parser.add_argument("--bitrate", type=int, default=4_000_000)
     parser.add_argument("--write-size", type=int, default=65536)
     parser.add_argument("--segment-seconds", type=float, default=1.0)
-    asyncio.run(serve(parser.parse_args()))
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(arguments_parse()))

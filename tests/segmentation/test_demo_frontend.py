@@ -5,6 +5,7 @@ and its propagation stream read by its parser's rules."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 
@@ -14,9 +15,11 @@ import requests
 
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
+from tests.config.test_scale_out import needs_redis
 from tests.conftest import manage, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_propagation_stream import parts
+from tests.segmentation.test_workers import worker_running, worker_settings
 
 ORIGIN = "http://localhost:7262"
 VIDEO_FIELDS = "id path posterPath url posterUrl height width"
@@ -62,14 +65,19 @@ OPERATIONS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module", params=["embedded", pytest.param("workers", marks=needs_redis)])
+def server(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The server as `make run` starts it; or a web process with the engine in an inference
+    worker (docs/deploy.md)."""
     var = tmp_path_factory.mktemp("frontend-var")
-    env = project_env(var)
+    extra = worker_settings() if request.param == "workers" else {}
+    env = project_env(var, **extra)
     assert manage("migrate", "--noinput", env=env).returncode == 0
     assert manage("default_video", env=env).returncode == 0
-    with running_server(var) as base_url:
-        yield base_url
+    with contextlib.ExitStack() as stack:
+        if extra:
+            stack.enter_context(worker_running(var, env, "replay"))
+        yield stack.enter_context(running_server(var, **extra))
 
 
 @pytest.fixture(scope="module")

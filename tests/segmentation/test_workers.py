@@ -84,20 +84,36 @@ def wait_for(check, timeout: float = 30.0):
     raise AssertionError(f"not within {timeout} s")
 
 
+def worker_settings(**more: str) -> dict[str, str]:
+    """The environment of web processes and workers of one test's layout (its own registry)."""
+    return {
+        "REDIS_URL": REDIS_URL,
+        "SEGMENTATION_WORKERS": "1",
+        "SEGMENTATION_WORKERS_PREFIX": f"test-workers-{uuid.uuid4().hex[:8]}",
+        "SEGMENTATION_WORKER_TTL_SEC": str(TTL_SEC),
+        **more,
+    }
+
+
+@contextlib.contextmanager
+def worker_running(var: Path, env: dict[str, str], name: str) -> Iterator[subprocess.Popen]:
+    """A worker process, once it has registered; killed on exit."""
+    workers = Workers(var, env)
+    try:
+        with _worker(workers, env["SEGMENTATION_WORKERS_PREFIX"], name) as process:
+            yield process
+    finally:
+        workers.stop()
+
+
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], Workers, str]]:
     var = tmp_path_factory.mktemp("workers-var")
     videos = tmp_path_factory.mktemp("workers-videos")
     write_mp4(make_video(SHORT_FRAMES), videos / "short.mp4")
     write_mp4(make_video(240), videos / "long.mp4")
-    prefix = f"test-workers-{uuid.uuid4().hex[:8]}"
-    extra = {
-        "REDIS_URL": REDIS_URL,
-        "SEGMENTATION_WORKERS": "1",
-        "SEGMENTATION_WORKERS_PREFIX": prefix,
-        "SEGMENTATION_WORKER_TTL_SEC": str(TTL_SEC),
-        "MAX_SESSIONS": "16",
-    }
+    extra = worker_settings(MAX_SESSIONS="16")
+    prefix = extra["SEGMENTATION_WORKERS_PREFIX"]
     env = project_env(var, **extra)
     assert manage("migrate", "--noinput", env=env).returncode == 0
     imported = manage("import_videos", str(videos), env=env)
