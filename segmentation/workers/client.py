@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,17 +25,30 @@ from django.conf import settings
 from segmentation.errors import SessionNotFound, TooManySessions
 from segmentation.services.sessions import PropagatedFrame
 from segmentation.workers.operations import error_decode
-from segmentation.workers.registry import WorkerInfo, WorkerRegistry, worker_channel
+from segmentation.workers.registry import WorkerRegistry, worker_channel
 
 logger = logging.getLogger(__name__)
 
 LIVENESS_POLL_SEC = 0.5  # how often a wait checks that its worker is still registered
-STREAM_WINDOW = 4  # frames a worker may send ahead of what the client has taken
+SEEN_ALIVE_SEC = 1.0  # a worker seen registered this recently is asked without a fresh look
+STREAM_WINDOW = 8  # frames a worker may send ahead of what the client has taken...
+CREDIT_BATCH = 4  # ...given back this many at a time (each is a message through Redis)
 _END = object()
 
 
 class WorkerGone(SessionNotFound):
     pass
+
+
+class _Inbox:
+    """A stream's messages, handed from the client's loop to the loop that reads them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+    def deliver(self, message: dict) -> None:
+        self._loop.call_soon_threadsafe(self.queue.put_nowait, message)
 
 
 class WorkerClient:
@@ -44,7 +58,8 @@ class WorkerClient:
         )
         self._layer = channel_layers.make_backend("default")
         self._reply = f"segmentation.web.{uuid.uuid4().hex}"
-        self._waiting: dict[str, asyncio.Future | asyncio.Queue] = {}
+        self._waiting: dict[str, asyncio.Future | _Inbox] = {}
+        self._seen_alive: dict[str, float] = {}  # worker ID: when last seen registered
         self._loop = asyncio.new_event_loop()
         threading.Thread(
             target=self._loop.run_forever, name="segmentation-workers", daemon=True
@@ -68,9 +83,19 @@ class WorkerClient:
     async def propagate(self, session_id: str, start_frame_index: int) -> AsyncIterator:
         """The session's propagation, frame by frame, for a coroutine on another loop. The API
         error it fails with is raised before the first frame."""
-        stream_id = uuid.uuid4().hex
-        queue = await self._on_loop(self._propagate_start(session_id, start_frame_index, stream_id))
-        return self._frames(session_id, stream_id, queue)
+        stream_id, worker_id = uuid.uuid4().hex, _worker_of(session_id)
+        inbox = _Inbox(asyncio.get_running_loop())
+        start = self._propagate_start(session_id, start_frame_index, stream_id, inbox)
+        await self._on_loop(start)
+        try:
+            answer = await self._next(worker_id, inbox)
+            if answer is _END:
+                raise WorkerGone(f"the worker {worker_id} stopped")
+            _result(answer)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._waiting.pop, stream_id, None)
+            raise
+        return self._frames(session_id, stream_id, inbox)
 
     # On the client's loop.
 
@@ -88,33 +113,44 @@ class WorkerClient:
                 await asyncio.sleep(LIVENESS_POLL_SEC)
                 continue
             waiter = self._waiting.get(message.get("id", ""))
-            if isinstance(waiter, asyncio.Queue):
-                waiter.put_nowait(message)
+            if isinstance(waiter, _Inbox):
+                waiter.deliver(message)
             elif waiter is not None and not waiter.done():
                 waiter.set_result(message)
 
     async def _call(self, worker_id: str, op: str, args: dict) -> Any:
-        worker = await self._registry.get(worker_id)
-        if worker is None:
+        if not await self._alive(worker_id, recently=True):
             raise WorkerGone(f"no session with id {args['session_id']!r} (its worker stopped)")
-        answer = await self._ask(worker, {"type": "seg.call", "op": op, "args": args})
+        answer = await self._ask(worker_id, {"type": "seg.call", "op": op, "args": args})
         return _result(answer)
 
-    async def _ask(self, worker: WorkerInfo, message: dict) -> dict:
-        """Send ``message`` to ``worker`` and wait for its answer while it lives."""
+    async def _alive(self, worker_id: str, *, recently: bool = False) -> bool:
+        """Whether the worker is registered; with ``recently``, having been seen so within
+        SEEN_ALIVE_SEC is enough (a click then costs no look at the registry)."""
+        now = time.monotonic()
+        if recently and now - self._seen_alive.get(worker_id, -SEEN_ALIVE_SEC) < SEEN_ALIVE_SEC:
+            return True
+        if await self._registry.get(worker_id) is None:
+            self._seen_alive.pop(worker_id, None)
+            return False
+        self._seen_alive[worker_id] = now
+        return True
+
+    async def _ask(self, worker_id: str, message: dict) -> dict:
+        """Send ``message`` to the worker and wait for its answer while it lives."""
         request_id = uuid.uuid4().hex
         answer = self._loop.create_future()
         self._waiting[request_id] = answer
         try:
             await self._layer.send(
-                worker.channel, {**message, "reply": self._reply, "id": request_id}
+                worker_channel(worker_id), {**message, "reply": self._reply, "id": request_id}
             )
             while True:
                 done, _ = await asyncio.wait({answer}, timeout=LIVENESS_POLL_SEC)
                 if done:
                     return answer.result()
-                if await self._registry.get(worker.id) is None:
-                    raise WorkerGone(f"the worker {worker.name} stopped")
+                if not await self._alive(worker_id):
+                    raise WorkerGone(f"the worker {worker_id} stopped")
         finally:
             self._waiting.pop(request_id, None)
 
@@ -123,7 +159,7 @@ class WorkerClient:
         for worker in (w for w in workers if w.free > 0):
             try:
                 return _result(
-                    await self._ask(worker, {"type": "seg.call", "op": "open", "args": args})
+                    await self._ask(worker.id, {"type": "seg.call", "op": "open", "args": args})
                 )
             except (TooManySessions, WorkerGone):
                 continue  # it filled up or stopped since its last heartbeat
@@ -134,13 +170,12 @@ class WorkerClient:
         )
 
     async def _propagate_start(
-        self, session_id: str, start_frame_index: int, stream_id: str
-    ) -> asyncio.Queue:
-        worker = await self._registry.get(_worker_of(session_id))
-        if worker is None:
+        self, session_id: str, start_frame_index: int, stream_id: str, inbox: _Inbox
+    ) -> None:
+        worker_id = _worker_of(session_id)
+        if not await self._alive(worker_id, recently=True):
             raise WorkerGone(f"no session with id {session_id!r} (its worker stopped)")
-        queue: asyncio.Queue = asyncio.Queue()
-        self._waiting[stream_id] = queue
+        self._waiting[stream_id] = inbox
         message = {
             "type": "seg.propagate",
             "session_id": session_id,
@@ -150,50 +185,44 @@ class WorkerClient:
             "id": stream_id,
         }
         try:
-            await self._layer.send(worker.channel, message)
-            answer = await self._next(worker.id, queue)
-            if answer is _END:
-                raise WorkerGone(f"the worker {worker.name} stopped")
-            _result(answer)
+            await self._layer.send(worker_channel(worker_id), message)
         except BaseException:
             self._waiting.pop(stream_id, None)
             raise
-        return queue
-
-    async def _next(self, worker_id: str, queue: asyncio.Queue) -> dict | object:
-        """The stream's next message, or _END once its worker is gone."""
-        while True:
-            with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(queue.get(), LIVENESS_POLL_SEC)
-            if await self._registry.get(worker_id) is None:
-                return _END
-
-    async def _take(self, session_id: str, queue: asyncio.Queue) -> object:
-        message = await self._next(_worker_of(session_id), queue)
-        if message is _END or message["type"] == "seg.end":
-            return _END
-        return message
 
     async def _send_to(self, session_id: str, message: dict) -> None:
         await self._layer.send(worker_channel(_worker_of(session_id)), message)
 
+    # On the loop that reads a stream.
+
+    async def _next(self, worker_id: str, inbox: _Inbox) -> dict | object:
+        """The stream's next message, or _END once its worker is gone."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                return await asyncio.wait_for(inbox.queue.get(), LIVENESS_POLL_SEC)
+            if not await self._on_loop(self._alive(worker_id)):
+                return _END
+
     async def _frames(
-        self, session_id: str, stream_id: str, queue: asyncio.Queue
+        self, session_id: str, stream_id: str, inbox: _Inbox
     ) -> AsyncIterator[PropagatedFrame]:
-        """The frames, each acknowledged once the caller asks for the next; closing this
-        early (the client went away) stops the worker's propagation."""
-        ended = False
+        """The frames, acknowledged once the caller has taken them and asks for the next;
+        closing this early (the client went away) stops the worker's propagation."""
+        ended, taken = False, 0
         try:
             while True:
-                message = await self._on_loop(self._take(session_id, queue))
-                if message is _END:
+                message = await self._next(_worker_of(session_id), inbox)
+                if message is _END or message["type"] == "seg.end":
                     ended = True
                     return
                 yield PropagatedFrame(
                     message["frame_index"], message["frame_count"], message["results"]
                 )
-                credit = {"type": "seg.credit", "id": stream_id, "count": 1}
-                await self._on_loop(self._send_to(session_id, credit))
+                taken += 1
+                if taken == CREDIT_BATCH:
+                    credit = {"type": "seg.credit", "id": stream_id, "count": taken}
+                    await self._on_loop(self._send_to(session_id, credit))
+                    taken = 0
         finally:
             self._loop.call_soon_threadsafe(self._waiting.pop, stream_id, None)
             if not ended:

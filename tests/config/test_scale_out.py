@@ -5,6 +5,7 @@ These tests use the real services when they are reachable on loopback and skip o
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -73,6 +74,10 @@ async def main():
     channel = await layer.new_channel()
     await layer.send(channel, {"type": "probe", "n": 1})
     print(type(layer).__name__, await asyncio.wait_for(layer.receive(channel), 5))
+    named = f"segmentation.probe.{channel.rpartition('!')[2]}"
+    for n in range(3):
+        await layer.send(named, {"type": "probe", "n": n})
+    print([(await layer.receive(named))["n"] for _ in range(3)])
 
 asyncio.run(main())
 """
@@ -93,4 +98,22 @@ def test_channel_layer_uses_redis_from_redis_url(tmp_path):
     )
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "RedisChannelLayer {'type': 'probe', 'n': 1}\n"
+    assert result.stdout == "OneTripRedisChannelLayer {'type': 'probe', 'n': 1}\n[0, 1, 2]\n"
+
+
+@needs_redis
+def test_a_full_channel_refuses_a_send_and_keeps_what_it_holds():
+    from channels.exceptions import ChannelFull
+
+    from config.channel_layer import OneTripRedisChannelLayer
+
+    async def fill() -> list[int]:
+        layer = OneTripRedisChannelLayer(hosts=[REDIS_URL], capacity=2, prefix="test-full")
+        channel = f"full.{uuid.uuid4().hex}"
+        await layer.send(channel, {"type": "probe", "n": 0})
+        await layer.send(channel, {"type": "probe", "n": 1})
+        with pytest.raises(ChannelFull):
+            await layer.send(channel, {"type": "probe", "n": 2})
+        return [(await layer.receive(channel))["n"] for _ in range(2)]
+
+    assert asyncio.run(fill()) == [0, 1]
