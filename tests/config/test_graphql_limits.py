@@ -6,6 +6,8 @@ import pytest
 from django.test import Client
 from graphql import get_introspection_query
 
+from config.graphql import _limits, _validated_documents
+
 pytestmark = pytest.mark.django_db
 
 VIDEO_FIELDS = "fragment F on Video { path posterPath width height frameCount fps url posterUrl }"
@@ -131,4 +133,23 @@ def test_tokens(client: Client, settings) -> None:
                 }
             ]
         },
+    )
+
+
+def test_a_validated_document_is_kept_for_the_limits_it_passed(client: Client, settings) -> None:
+    query = "query Kept { videos { edges { node { path } } } }"
+    assert _validated_documents.get((query, _limits())) is None
+
+    first = post(client, query)
+    kept = _validated_documents.get((query, _limits()))
+    second = post(client, query)
+    settings.GRAPHQL_MAX_DEPTH = 2
+    refused = post(client, query)
+
+    assert first == second == (200, {"data": {"videos": {"edges": []}}})
+    assert kept is not None
+    assert _validated_documents.get((query, _limits())) is None
+    assert without_locations(refused) == (
+        400,
+        {"errors": [{"message": "'Kept' exceeds maximum operation depth of 2."}]},
     )
