@@ -1,10 +1,18 @@
-"""The Redis channel layer, with a send that costs one round trip to Redis instead of four.
+"""The Redis channel layer, with a send and a receive that cost one round trip to Redis each.
 
-channels_redis's ``send`` trims expired messages, counts the channel, adds the message and
-renews the channel's expiry as four commands, each awaited in turn. Segmentation requests to
-inference workers and their answers (segmentation/workers/) are sends on the path of every
-click, so here the same four steps run as one script on the server, with the same capacity
-check (``ChannelFull`` when the channel holds its capacity) and the same stored form.
+Segmentation requests to inference workers and their answers (segmentation/workers/) travel on
+the path of every click and every propagated frame, so:
+
+- ``send``: channels_redis trims expired messages, counts the channel, adds the message and
+  renews the channel's expiry as four commands, each awaited in turn. Here the same four steps
+  run as one script on the server, with the same capacity check (``ChannelFull`` when the
+  channel holds its capacity) and the same stored form.
+- ``receive`` on a named channel (one without ``!``): channels_redis moves each message it pops
+  into a backup set and deletes it from there once handed over, three more commands, so that a
+  receive cancelled in between loses nothing. Here a named channel's message is popped and
+  handed over. The channels read this way (a worker's requests, a web process's answers) are
+  read by one loop each for the life of its process, which a cancel ends anyway. Process-local
+  channels (``!``: the consumers' own) keep channels_redis's receive.
 """
 
 from __future__ import annotations
@@ -49,3 +57,13 @@ class OneTripRedisChannelLayer(RedisChannelLayer):
         )
         if not added:
             raise ChannelFull()
+
+    async def receive_single(self, channel: str) -> tuple[str, dict]:
+        if "!" in channel:
+            return await super().receive_single(channel)
+        self.require_valid_channel_name(channel, receive=True)
+        connection = self.connection(next(self._receive_index_generator))
+        while True:
+            popped = await connection.bzpopmin(self.prefix + channel, timeout=self.brpop_timeout)
+            if popped is not None:
+                return channel, self.deserialize(popped[1])
