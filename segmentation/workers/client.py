@@ -10,8 +10,10 @@ channel per web process and are handed to whoever waits for them.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
+import random
 import threading
 import time
 import uuid
@@ -60,6 +62,7 @@ class WorkerClient:
         self._reply = f"segmentation.web.{uuid.uuid4().hex}"
         self._waiting: dict[str, asyncio.Future | _Inbox] = {}
         self._seen_alive: dict[str, float] = {}  # worker ID: when last seen registered
+        self._opening: collections.Counter[str] = collections.Counter()  # opens under way
         self._loop = asyncio.new_event_loop()
         threading.Thread(
             target=self._loop.run_forever, name="segmentation-workers", daemon=True
@@ -155,14 +158,22 @@ class WorkerClient:
             self._waiting.pop(request_id, None)
 
     async def _open(self, args: dict) -> str:
-        workers = sorted(await self._registry.workers(), key=lambda w: -w.free)
-        for worker in (w for w in workers if w.free > 0):
+        """On the worker with the most free places, counting the opens this process has under
+        way (many at once would all see the same registry), ties broken at random (as other
+        web processes choose too)."""
+        workers = await self._registry.workers()
+        random.shuffle(workers)
+        workers.sort(key=lambda w: self._opening[w.id] - w.free)
+        for worker in (w for w in workers if w.free > self._opening[w.id]):
+            self._opening[worker.id] += 1
             try:
                 return _result(
                     await self._ask(worker.id, {"type": "seg.call", "op": "open", "args": args})
                 )
             except (TooManySessions, WorkerGone):
                 continue  # it filled up or stopped since its last heartbeat
+            finally:
+                self._opening[worker.id] -= 1
         if not workers:
             raise TooManySessions("no inference worker is running; try again later")
         raise TooManySessions(

@@ -238,9 +238,9 @@ def _worker(workers: Workers, prefix: str, name: str) -> Iterator[subprocess.Pop
 
 def test_a_killed_worker_s_sessions_are_not_found_and_the_others_go_on(layout):
     fronts, workers, prefix = layout
+    survivors = _one_each(fronts[0], {"a", "b"})
     with _worker(workers, prefix, "doomed") as doomed:
-        survivors = _one_each(fronts[0], {"a", "b"})
-        # now the new worker has the most free places, so it takes the next session
+        # the new worker has the most free places, so it takes the next session
         victim = start_session(fronts[0], "gallery/long.mp4")
         assert worker_of(victim) == "doomed"
         click(fronts[0], victim, 1, 0)
@@ -263,7 +263,7 @@ def test_a_killed_worker_s_sessions_are_not_found_and_the_others_go_on(layout):
 
 
 def _one_each(front: str, names: set[str]) -> list[str]:
-    """A session on each of the workers ``names`` (the emptiest first, ties by ID)."""
+    """A session on each of the workers ``names``, all as empty as each other before."""
     sessions = [start_session(front, "gallery/short.mp4") for _ in names]
     assert {worker_of(session) for session in sessions} == names
     return sessions
@@ -271,8 +271,8 @@ def _one_each(front: str, names: set[str]) -> list[str]:
 
 def test_a_stopped_worker_drains_its_sessions_then_leaves(layout):
     fronts, workers, prefix = layout
+    others = _one_each(fronts[0], {"a", "b"})
     with _worker(workers, prefix, "leaving") as leaving:
-        others = _one_each(fronts[0], {"a", "b"})
         session_id = start_session(fronts[0], "gallery/long.mp4")
         assert worker_of(session_id) == "leaving"
         click(fronts[0], session_id, 1, 0)
