@@ -7,7 +7,8 @@ server (daphne) on it. The same clicks are then answered twice: by the engine in
 (``add_points`` on a state over the same file) and by the server (``addPoints`` over HTTP, one
 keep-alive connection). The clicks alternate between two points, so each is a full first cut.
 The API's overhead is each round trip less the engine's time in that request, which the server
-reports in its ``Server-Timing`` header. Then the whole video is propagated both ways: the
+reports in its ``Server-Timing`` header. ``ping`` queries (no engine) give the round trip and the
+server's CPU time of the smallest request. Then the whole video is propagated both ways: the
 engine's generator here, and ``POST /propagate_in_video`` read to its last part.
 
 With ``--worker`` (needs Redis), a second server runs beside the first with the engine in an
@@ -31,9 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 import requests  # noqa: E402
 
+from benchmarks.fanout import cpu_seconds  # noqa: E402
 from benchmarks.local_server import served  # noqa: E402
 
 POINTS = ([0.78, 0.5], [0.3, 0.45])
+PINGS = 300
 ADD = """mutation($input: AddPointsInput!) {
   addPoints(input: $input) { frameIndex rleMaskList { objectId rleMask { counts size } } }
 }"""
@@ -95,6 +98,18 @@ class ServerClient:
         engine = float(response.headers["Server-Timing"].split("dur=")[1]) / 1000
         self.clicks.append((round_trip, engine))
 
+    def pings(self, count: int) -> list[float]:
+        """Round trips of ``ping``, the smallest request on a session."""
+        query = "query($input: PingInput!) { ping(input: $input) { success } }"
+        seconds = []
+        for _ in range(count):
+            started = time.perf_counter()
+            response = self._graphql(query, input={"sessionId": self._session_id})
+            seconds.append(time.perf_counter() - started)
+            if response.json() != {"data": {"ping": {"success": True}}}:
+                raise SystemExit(f"ping failed: {response.text}")
+        return seconds
+
     def propagate(self) -> None:
         started = time.perf_counter()
         with self._http.post(
@@ -123,6 +138,10 @@ def main() -> None:
         video = server.var_dir / "media" / "gallery" / "default.mp4"
         engine_clicks, engine_fps = engine_side(video, args.clicks)
         clients = [ServerClient(server.base_url, path)]
+        clients[0].pings(20)
+        cpu_before = cpu_seconds(server.pid)
+        pings = clients[0].pings(PINGS)
+        ping_cpu = (cpu_seconds(server.pid) - cpu_before) / PINGS
         if args.worker:
             clients.append(ServerClient(stack.enter_context(served(workers=1)).base_url, path))
         # The layouts take turns, click by click, so that the machine's drifts hit both alike.
@@ -141,6 +160,10 @@ def main() -> None:
     print(f"  addPoints over HTTP (round trip)   {ms([t for t, _ in single.clicks]):7.1f} ms")
     overhead = ms([t - e for t, e in single.clicks])
     print(f"  API overhead (round trip - engine) {overhead:7.1f} ms (target <= 10 ms)")
+    print(
+        f"{PINGS} pings (no engine): round trip {ms(pings):.1f} ms median, "
+        f"server CPU {ping_cpu * 1000:.1f} ms each"
+    )
     print(
         f"propagation of 144 frames: engine {engine_fps:.1f} frames/s, stream {api_fps:.1f} "
         f"(median of {args.propagations})"

@@ -292,3 +292,26 @@ def test_a_stopped_worker_drains_its_sessions_then_leaves(layout):
         assert answer["errors"][0]["extensions"]["code"] == "SESSION_NOT_FOUND"
         for session in [*others, other]:
             graphql(fronts[0], CLOSE, input={"sessionId": session})
+
+
+def test_a_client_that_hangs_up_stops_the_worker_s_propagation(layout):
+    fronts, _, _ = layout
+    session_id = start_session(fronts[0], "gallery/long.mp4")
+    click(fronts[0], session_id, 1, 0)
+    started = time.monotonic()
+    with propagate(fronts[1], session_id, 0) as response:
+        assert sum(1 for _ in parts(response)) == 240
+    whole = time.monotonic() - started
+
+    response = propagate(fronts[1], session_id, 0)
+    next(parts(response))
+    response.close()
+
+    # the worker stops and releases the session's lock: a click through the other front is
+    # answered long before the rest of the propagation could have run
+    started = time.monotonic()
+    assert click(fronts[0], session_id, 1, 10)["data"]["addPoints"]["frameIndex"] == 10
+    waited = time.monotonic() - started
+    assert whole > 1.0, whole
+    assert waited < whole / 3, (waited, whole)
+    graphql(fronts[0], CLOSE, input={"sessionId": session_id})
