@@ -49,20 +49,24 @@ def start_session(server: str, path: str) -> str:
     return result["data"]["startSession"]["sessionId"]
 
 
+def click_input(session_id: str, object_id: int, frame: int) -> dict:
+    """``addPoints``'s input: one click at the centre of the drawn object on that frame."""
+    ys, xs = np.nonzero(make_video(frame + 1).masks[frame][object_id])
+    return {
+        "sessionId": session_id,
+        "frameIndex": frame,
+        "clearOldPoints": True,
+        "objectId": object_id,
+        "labels": [1],
+        "points": [[float(xs.mean()) / WIDTH, float(ys.mean()) / HEIGHT]],
+    }
+
+
 def click(server: str, session_id: str, object_id: int, frame: int) -> dict:
-    mask = make_video(frame + 1).masks[frame][object_id]
-    ys, xs = np.nonzero(mask)
     return graphql(
         server,
         "mutation($input: AddPointsInput!) { addPoints(input: $input) { frameIndex } }",
-        input={
-            "sessionId": session_id,
-            "frameIndex": frame,
-            "clearOldPoints": True,
-            "objectId": object_id,
-            "labels": [1],
-            "points": [[float(xs.mean()) / WIDTH, float(ys.mean()) / HEIGHT]],
-        },
+        input=click_input(session_id, object_id, frame),
     )
 
 

@@ -14,16 +14,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 import redis
 import requests
 
 from tests.config.test_scale_out import REDIS_URL, needs_redis
 from tests.conftest import ROOT, manage, project_env, running_server
-from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
+from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_propagation_stream import (
     click,
+    click_input,
     graphql,
     parts,
     propagate,
@@ -165,9 +165,7 @@ def test_sessions_spread_over_the_workers_and_every_operation_reaches_its_own(la
         web = [fronts[n % 2], fronts[(n + 1) % 2]]
         first = click(web[0], session_id, 1, 4)["data"]["addPoints"]
         assert first["frameIndex"] == 4
-        second = graphql(web[1], ADD, input=_click(session_id, object_id=2, frame=4))["data"][
-            "addPoints"
-        ]
+        second = graphql(web[1], ADD, input=click_input(session_id, 2, 4))["data"]["addPoints"]
         assert masks_of(second) == [1, 2]  # the first click's object is still there: same state
         cleared = graphql(
             web[0], CLEAR_FRAME, input={"sessionId": session_id, "frameIndex": 4, "objectId": 2}
@@ -200,33 +198,6 @@ def _after_beat(prefix: str, before: dict[str, int]) -> dict[str, int] | None:
     now = registered(prefix)
     done = {name: info["operations"] - before[name] for name, info in now.items()}
     return done if sum(done.values()) >= SESSIONS * 5 + 4 else None
-
-
-def _click(session_id: str, *, object_id: int, frame: int) -> dict:
-    ys, xs = np.nonzero(make_video(frame + 1).masks[frame][object_id])
-    return {
-        "sessionId": session_id,
-        "frameIndex": frame,
-        "clearOldPoints": True,
-        "objectId": object_id,
-        "labels": [1],
-        "points": [[float(xs.mean()) / WIDTH, float(ys.mean()) / HEIGHT]],
-    }
-
-
-def test_a_cancel_through_the_other_front_stops_the_propagation(layout):
-    fronts, _, _ = layout
-    session_id = start_session(fronts[0], "gallery/long.mp4")
-    click(fronts[0], session_id, 1, 0)
-    with propagate(fronts[0], session_id, 0) as response:
-        received = []
-        for _, body in parts(response):
-            received.append(json.loads(body)["frame_index"])
-            if len(received) == 3:
-                answer = graphql(fronts[1], CANCEL, input={"sessionId": session_id})
-                assert answer["data"]["cancelPropagateInVideo"]["success"] is True
-    assert 3 <= len(received) < 240
-    graphql(fronts[0], CLOSE, input={"sessionId": session_id})
 
 
 @contextlib.contextmanager
