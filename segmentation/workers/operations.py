@@ -76,5 +76,8 @@ def error_encode(error: SegmentationError) -> dict[str, str]:
 
 def error_decode(data: dict[str, str]) -> Exception:
     """The API error a worker answered with; a RuntimeError for a failure of the worker."""
-    kind = _ERRORS.get(ErrorCode(data["code"])) if data["code"] in ErrorCode else None
-    return kind(data["message"]) if kind else RuntimeError(data["message"])
+    try:
+        code = ErrorCode(data["code"])
+    except ValueError:
+        return RuntimeError(data["message"])
+    return _ERRORS[code](data["message"])
