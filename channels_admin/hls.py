@@ -258,7 +258,7 @@ class HlsReader:
                 self.playing = item.playing
                 if pace is None:
                     # The segments behind the live edge that the join takes go out at once
-                    # (the players' buffer); later ones spread over most of their duration as
+                    # (the players' buffer); later ones spread over half their duration as
                     # they come, and slower when the reader runs ahead of the clock (a VOD
                     # playlist, or catching up after an outage).
                     lead = LIVE_EDGE_SEGMENTS * item.target + PACE_LEAD_SECONDS
@@ -413,9 +413,10 @@ class Pacer:
 
     Spreading makes a live HLS upstream look to the viewers' sockets like a TS one: each chunk
     is written before the next comes. A segment written at once costs the server a copy of it
-    per viewer (Twisted joins what waits in a transport's buffer) and held a thousand viewers'
-    server at a full core. As ``SPREAD`` is under 1, a relay that fell behind (a late segment)
-    catches up again."""
+    per viewer (Twisted joins what waits in a transport's buffer) and held the server of 2,000
+    viewers at a full core. As ``SPREAD`` is under 1, a relay that fell behind (a late segment)
+    catches up again; at a half, the last byte of a segment goes out at most half a segment
+    after it came, well within the playlist's reload interval."""
 
     def __init__(self, *, lead: float, burst: int = 0) -> None:
         self._lead = lead

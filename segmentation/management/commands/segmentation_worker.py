@@ -93,5 +93,6 @@ class Command(BaseCommand):
         finally:
             for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)  # no renewal after this
             await registry.withdraw(info.id)
         self.stdout.write(f"segmentation worker {info.id}: stopped")
