@@ -72,6 +72,17 @@ class WorkerClient:
     async def _start(self) -> None:
         self._reader = asyncio.create_task(self._read())
 
+    def close(self) -> None:
+        """Stop reading answers, and the client's loop."""
+
+        async def stop() -> None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
     # Called from any thread but the client's own.
 
     def call(self, session_id: str, op: str, **args: Any) -> Any:

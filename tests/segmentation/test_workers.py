@@ -4,6 +4,7 @@ the session, whichever of them receives it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import signal
@@ -16,8 +17,12 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 import requests
 
+from segmentation.errors import TooManySessions
+from segmentation.workers.client import WorkerClient
+from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from tests.config.test_scale_out import REDIS_URL, needs_redis
 from tests.conftest import ROOT, manage, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
@@ -286,3 +291,30 @@ def test_a_client_that_hangs_up_stops_the_worker_s_propagation(layout):
     assert whole > 1.0, whole
     assert waited < whole / 3, (waited, whole)
     graphql(fronts[0], CLOSE, input={"sessionId": session_id})
+
+
+def test_no_free_place_anywhere_answers_too_many_sessions():
+    prefix = f"test-workers-{uuid.uuid4().hex[:8]}"
+    client = WorkerClient(redis_url=REDIS_URL, prefix=prefix, ttl_seconds=TTL_SEC)
+    try:
+        with pytest.raises(TooManySessions) as none:
+            client.open(video_path="gallery/short.mp4", file="/nowhere/short.mp4")
+        asyncio.run(_announce_full(prefix))
+        with pytest.raises(TooManySessions) as occupied:
+            client.open(video_path="gallery/short.mp4", file="/nowhere/short.mp4")
+    finally:
+        client.close()
+
+    assert str(none.value) == "no inference worker is running; try again later"
+    assert str(occupied.value) == (
+        "every inference worker holds its maximum of sessions; try again later"
+    )
+
+
+async def _announce_full(prefix: str) -> None:
+    """A worker in the registry whose every place is taken."""
+    full = worker_info_new(name="full", engine="classic", device="cpu", capacity=2)
+    connection = aioredis.Redis.from_url(REDIS_URL)
+    registry = WorkerRegistry(connection, prefix=prefix, ttl_seconds=5)
+    await registry.announce(full.with_load(2, 0, draining=False))
+    await connection.aclose()
