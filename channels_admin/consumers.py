@@ -15,7 +15,7 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from channels_admin.backpressure import WriteGate
+from config.backpressure import WriteGate
 from channels_admin.services.stream import STATUS_GROUP, stream_hub, viewer_status
 from channels_admin.test_pattern import PatternOptions, test_pattern_chunks
 from config.blocking import iterate_in_thread

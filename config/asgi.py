@@ -21,11 +21,16 @@ from django.urls import re_path  # noqa: E402
 
 from channels_admin import routing as channels_admin_routing  # noqa: E402
 from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E402
+from config.backpressure import PacedStreams  # noqa: E402
 from config.body_limit import RequestBodyLimit  # noqa: E402
 from segmentation.services.engines import engine_get  # noqa: E402
 
-http_application = RequestBodyLimit(
-    ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application
+http_application = PacedStreams(
+    RequestBodyLimit(
+        ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application
+    ),
+    # computed as it is read: a slow client slows its propagation, not the server's memory
+    frozenset({"/propagate_in_video"}),
 )
 
 playlist_ensure_loaded()

@@ -1,4 +1,5 @@
-"""Learn when a viewer's socket is backed up, so a slow viewer's data is bounded.
+"""Learn when a client's socket is backed up: a slow viewer's data is bounded (``/ts``), and a
+stream computed as it is read runs at its reader's pace (:class:`PacedStreams`).
 
 ASGI servers differ here: uvicorn's ``send`` waits while the client's socket is full, but
 daphne's returns at once and Twisted buffers without limit. On daphne we register a Twisted push
@@ -29,17 +30,24 @@ from zope.interface import implementer
 
 SOCKET_SEND_BUFFER = 256 * 1024
 TRANSPORT_BUFFER = 512 * 1024
+STALLED_CLIENT_SEC = 60.0
 
 
 @implementer(IPushProducer)
 class WriteGate:
-    def __init__(self, send: Any) -> None:
+    def __init__(
+        self,
+        send: Any,
+        *,
+        transport_buffer: int = TRANSPORT_BUFFER,
+        socket_buffer: int = SOCKET_SEND_BUFFER,
+    ) -> None:
         self.open = asyncio.Event()
         self.open.set()
         self._request = _daphne_request(send)
         if self._request is not None:
             self._request.registerProducer(self, True)
-            _buffers_size(self._request)
+            _buffers_size(self._request, transport_buffer, socket_buffer)
 
     def release(self) -> None:
         """Detach from the request; call before the last write of the response."""
@@ -67,10 +75,46 @@ def _daphne_request(send: Any) -> Any:
     return request if hasattr(request, "registerProducer") else None
 
 
-def _buffers_size(request: Any) -> None:
+def _buffers_size(request: Any, transport_buffer: int, socket_buffer: int) -> None:
     transport = getattr(request, "transport", None)
     if transport is None:
         return
-    transport.bufferSize = TRANSPORT_BUFFER
+    transport.bufferSize = transport_buffer
     with contextlib.suppress(OSError, AttributeError):
-        transport.getHandle().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SEND_BUFFER)
+        transport.getHandle().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, socket_buffer)
+
+
+class PacedStreams:
+    """ASGI middleware: the response body of a request to one of ``paths`` is sent a part at
+    a time, each once the client's socket has room (a :class:`WriteGate`), instead of being
+    buffered whole for a client that reads slowly. A view that computes its parts as they are
+    asked for, as ``/propagate_in_video`` does, then runs at its client's pace: in this process
+    the engine waits, and with inference workers the stream's credits stop its worker."""
+
+    def __init__(self, app: Any, paths: frozenset[str], **buffers: int) -> None:
+        self._app = app
+        self._paths = paths
+        self._buffers = buffers
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] not in self._paths:
+            await self._app(scope, receive, send)
+            return
+        gate: WriteGate | None = None
+
+        async def paced(message: dict) -> None:
+            nonlocal gate
+            if message["type"] == "http.response.body" and message.get("more_body"):
+                if gate is None:
+                    gate = WriteGate(send, **self._buffers)
+                # A client that reads nothing for this long is given up (the stream ends).
+                await asyncio.wait_for(gate.open.wait(), STALLED_CLIENT_SEC)
+            elif message["type"] == "http.response.body" and gate is not None:
+                gate.release()  # before the last part, as the gate asks
+            await send(message)
+
+        try:
+            await self._app(scope, receive, paced)
+        finally:
+            if gate is not None:
+                gate.release()
