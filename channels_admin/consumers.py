@@ -15,9 +15,9 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from config.backpressure import WriteGate
 from channels_admin.services.stream import STATUS_GROUP, stream_hub, viewer_status
 from channels_admin.test_pattern import PatternOptions, test_pattern_chunks
+from config.backpressure import WriteGate
 from config.blocking import iterate_in_thread
 
 TS_HEADERS = [
