@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.local_server import served  # noqa: E402
+from benchmarks.stats import nearest_rank  # noqa: E402
 from channels_admin.test_pattern import PatternOptions, test_pattern_chunks  # noqa: E402
 
 PACKET = 188
@@ -125,7 +126,7 @@ def main() -> None:
     upstream.shutdown()
     for name, values in times.items():
         ordered = sorted(values)
-        p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+        p90 = nearest_rank(ordered, 0.9)
         print(
             f"{name}: first frame median {statistics.median(values) * 1000:.0f} ms, "
             f"p90 {p90 * 1000:.0f} ms, worst {ordered[-1] * 1000:.0f} ms ({len(values)} joins)"

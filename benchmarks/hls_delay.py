@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import ts_upstream  # noqa: E402
 from benchmarks.local_server import served  # noqa: E402
+from benchmarks.stats import nearest_rank  # noqa: E402
 from tests.channels_admin.hls_origin import SEGMENTS, HlsOrigin  # noqa: E402
 
 TAIL_BYTES = 188  # a segment's last packet, as the viewer looks for it
@@ -149,8 +150,7 @@ def main() -> None:
             delays.append(arrival - source.published_at(number))
             number += 1
         source.close()
-    ordered = sorted(delays)
-    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    p90 = nearest_rank(delays, 0.9)
     print(
         f"segment published -> its last byte at the viewer: median "
         f"{statistics.median(delays) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms over {len(delays)}"

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from benchmarks.local_server import served  # noqa: E402
+from benchmarks.stats import nearest_rank  # noqa: E402
 from channels_admin.test_pattern import PatternOptions, test_pattern_chunks  # noqa: E402
 from tests.channels_admin.hls_origin import HlsOrigin  # noqa: E402
 
@@ -175,7 +176,7 @@ def main() -> None:
     upstream.shutdown()
     for pair, values in times.items():
         ordered = sorted(values)
-        p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+        p90 = nearest_rank(ordered, 0.9)
         print(
             f"switches between two {pair} channels, to the new one's first frame shown:"
             f" median {statistics.median(values):.0f} ms, p90 {p90:.0f} ms,"
