@@ -13,6 +13,21 @@ per video. A state holds the prompts (clicked points per object and frame) and a
   the end and then backward to the start of the video, yielding each frame's masks as it goes and
   checking a cancel flag between frames.
 
+A frame with prompts (clicks or a given mask) is an *anchor* of its object. Corrections obey two
+rules, which every engine keeps:
+
+1. **A click corrects its own frame where it is put.** On a frame that already shows a mask
+   (propagated or given), a negative click removes the region around it that it denies and a
+   positive click adds the part around it; neither throws away most of a mask that was mostly
+   right.
+2. **A propagation from a corrected frame changes the frames that the correction governs, and
+   no others.** Between two anchors, each frame takes the mask carried from the better-founded
+   one: in the ``classic`` engine the nearer (the earlier of two as near), so a frame nearer
+   another anchor keeps its mask when a far frame is corrected, and a propagation started
+   anywhere leaves a frame whose nearest anchor has not changed as it was. ``sam2`` keeps SAM
+   2's own behaviour: every anchor is a conditioning frame that the memory attention of every
+   tracked frame sees.
+
 Masks are boolean ``H x W`` arrays at the video's own resolution, keyed by object ID, and never
 overlap: each pixel belongs to at most one object. Points are normalized ``[x, y]`` in [0, 1];
 labels are 1 (positive: the object is here) or 0 (negative: it is not). Engines know nothing of

@@ -15,24 +15,31 @@
   a ring around the object, as its surroundings change while it moves. A motion fitted to the
   flow of something passing in front would carry the object away: the object's motion is fitted
   where the frame still looks like it, and checked against its last one. The flow is worked out
-  only around the objects. A given mask is an anchor too. On an anchor the propagated mask is
-  replaced by the anchor's, so later clicks correct from there, and a pass that starts where an
-  object has no mask first carries it there from its nearest anchor.
+  only around the objects. A given mask is an anchor too.
+- Each frame's mask of an object is the one carried from its nearest anchor (the earlier of two
+  as near), each result remembering the anchor it came from: a propagation recomputes only the
+  frames whose nearest anchor is new or changed, carrying the mask from that anchor (backward
+  from an anchor ahead of the pass too), and passes the others through as they are.
+- A click on a frame that shows a mask corrects that mask (``click_cut.prior_seed``: the mask
+  stands in as a positive click at its deepest point, away from a first negative click), and
+  each click changes it only within twice its distance to the mask's edge.
 - All work happens at a working size (``work_size`` on the long side); masks are scaled back to
   the video's resolution on output, where each pixel goes to at most one object.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
-from segmentation.engines.click_cut import Click, Terrain, cut_clicks
+from segmentation.engines.click_cut import Click, Terrain, cut_clicks, prior_seed
 from segmentation.engines.cutout import (
     ColourModel,
     EvidenceMap,
@@ -83,9 +90,12 @@ class ClassicEngine(Engine):
 class Anchor:
     clicks: list[Click]  # working-size pixels
     mask: np.ndarray  # bool, working size
-    prior: np.ndarray | None  # the propagated mask the clicks corrected, if any
+    prior: np.ndarray | None  # the mask the clicks corrected (propagated or given), if any
+    # numbered anew whenever an anchor is made or changed: a result carried from it holds the
+    # number, and is current while its frame's nearest anchor has that number
+    serial: int
     model: ColourModel | None = None  # learned when propagation first needs it
-    # a given mask's stand-in for the positive click that made it: its deepest point
+    # the stand-in for the positive click that made the prior (click_cut.prior_seed)
     seeds: tuple[Click, ...] = ()
 
 
@@ -117,6 +127,22 @@ class _Track:
         return cls(mask, model, mask.astype(np.float32), edges=edges)
 
 
+@dataclass(frozen=True)
+class _Sweep:
+    """One object carried from one of its anchors frame by frame, in one direction (``step``):
+    the frame it has reached and its track there."""
+
+    serial: int  # the anchor's
+    step: int
+    frame: _Working
+    track: _Track
+
+    def leads_to(self, serial: int, step: int, frame_index: int) -> bool:
+        """Whether carrying this sweep on reaches ``frame_index`` from the anchor ``serial``."""
+        ahead = (frame_index - self.frame.index) * step
+        return (self.serial, self.step) == (serial, step) and ahead > 0
+
+
 @dataclass
 class _Working:
     """A frame at working size: the colour image and its grey levels."""
@@ -138,6 +164,8 @@ LOOKS_SHARE = 0.25
 # the whole frame when that covers 80% of it: on the 19 sequences this cost first-mask J&F 0.003
 # and took the slowest sequence from 13.1 to 15.5 frames/s.
 FLOW_MARGIN, FLOW_PAD, WHOLE_FLOW = 0.5, 24, 0.8
+# Frames kept at working size: a pass reads each frame once per object.
+WORKING_FRAMES = 4
 
 
 class ClassicVideoState(VideoState):
@@ -152,9 +180,9 @@ class ClassicVideoState(VideoState):
         self._anchors: dict[int, dict[int, Anchor]] = {}
         self._results: dict[int, dict[int, np.ndarray]] = {}  # packed working-size masks
         self._flow = FlowWarp(options.flow_preset)
-        self._tracks: dict[int, _Track] = {}
-        self._previous: _Working | None = None
-        self._origin = -1
+        self._sweeps: dict[int, _Sweep] = {}  # per object, along the pass under way
+        self._frames: collections.OrderedDict[int, _Working] = collections.OrderedDict()
+        self._serials = itertools.count(1)
         self._terrain: tuple[int, Terrain] | None = None  # the last clicked frame's
 
     # Clicks.
@@ -168,36 +196,39 @@ class ClassicVideoState(VideoState):
         anchors = self._anchors.setdefault(object_id, {})
         old = anchors.get(frame_index)
         prior = old.prior if old is not None else self._result(object_id, frame_index)
+        terrain = self._clicked_frame(frame_index)
         seeds: tuple[Click, ...] = ()
-        if old is not None and old.clicks == clicks[: len(old.clicks)]:
+        if old is not None and old.clicks and old.clicks == clicks[: len(old.clicks)]:
             seeds, start, done = old.seeds, old.mask, len(old.clicks)
-        elif prior is not None and prior.any():  # the clicks correct the propagated mask
-            seeds, start, done = (_deepest_click(prior),), prior, 0
+        elif prior is not None and prior.any():  # the clicks correct the mask that was there
+            seeds, start, done = (prior_seed(terrain, prior, clicks[0]),), prior, 0
         else:
             width, height = self._work_size
             start, done = np.zeros((height, width), bool), 0
+        others = {i: anchor for i, anchor in anchors.items() if i != frame_index}
+        nearest = _nearest(others, frame_index)
         mask = cut_clicks(
-            self._clicked_frame(frame_index),
+            terrain,
             [*seeds, *clicks],
             start=start,
             done=len(seeds) + done,
             click_radius=self._options.click_radius,
             iterations=self._options.click_iterations,
+            correcting=bool(seeds),
+            area=0 if nearest is None else int(np.count_nonzero(others[nearest].mask)),
         )
-        anchors[frame_index] = Anchor(clicks, mask, prior, seeds=seeds)
-        self._store(object_id, frame_index, mask)
+        anchor = Anchor(clicks, mask, prior, next(self._serials), seeds=seeds)
+        anchors[frame_index] = anchor
+        self._store(object_id, frame_index, mask, anchor.serial)
         return self._output(frame_index)
 
     def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
-        # an anchor with no clicks: later clicks there refine this mask (see _segment)
+        # an anchor with no clicks: later clicks there correct this mask (see _segment)
         small = cv2.resize(mask.astype(np.float32), self._work_size, interpolation=cv2.INTER_AREA)
         anchored = small >= 0.5
-        # later clicks correct it as if its deepest point had been clicked
-        seeds = (_deepest_click(anchored),) if anchored.any() else ()
-        self._anchors.setdefault(object_id, {})[frame_index] = Anchor(
-            [], anchored, None, seeds=seeds
-        )
-        self._store(object_id, frame_index, anchored)
+        anchor = Anchor([], anchored, anchored, next(self._serials))
+        self._anchors.setdefault(object_id, {})[frame_index] = anchor
+        self._store(object_id, frame_index, anchored, anchor.serial)
         return self._output(frame_index)
 
     def _masks(self, frame_index: int) -> Masks:
@@ -211,69 +242,56 @@ class ClassicVideoState(VideoState):
     def _reset(self) -> None:
         self._anchors.clear()
         self._results.clear()
-        self._tracks.clear()
+        self._sweeps.clear()
 
     def _removed(self, object_id: int) -> None:
-        for per_object in (self._anchors, self._results, self._tracks):
+        for per_object in (self._anchors, self._results, self._sweeps):
             per_object.pop(object_id, None)
 
     # Propagation.
     def _start_pass(self, frame_index: int) -> None:
-        self._origin = frame_index
-        start = self._working(frame_index)
-        for object_id in self.object_ids:
-            anchors = self._anchors.get(object_id, {})
-            if frame_index in anchors:
-                track = self._anchor_track(object_id, start)
-            elif (carried := self._result(object_id, frame_index)) is not None:
-                model = self._nearest_model(object_id, frame_index)
-                track = _Track.start(carried, model, start.image, self._edge_band)
-            else:
-                track = self._bring(object_id, frame_index)
-            self._tracks[object_id] = track
-        self._previous = start
-
-    def _bring(self, object_id: int, frame_index: int) -> _Track:
-        """Track the object from its nearest anchor to ``frame_index``, so that a pass starting
-        on a frame it has no mask on yet still carries it."""
-        anchors = self._anchors.get(object_id, {})
-        if not anchors:
-            return _Track(None, None)
-        source = min(anchors, key=lambda i: (abs(i - frame_index), i))
-        previous = self._working(source)
-        track = self._anchor_track(object_id, previous)
-        step = 1 if frame_index > source else -1
-        for index in range(source + step, frame_index + step, step):
-            current = self._working(index)
-            where_from = self._flow.backward_map(
-                previous.grey, current.grey, _flow_window([track], current.grey.shape)
-            )
-            track = self._carry(track, current, where_from)
-            previous = current
-        return track
+        self._sweeps.clear()
 
     def _track(self, frame_index: int, *, reverse: bool) -> Masks:
-        if frame_index != self._origin:
-            current = self._working(frame_index)
-            window = _flow_window(self._tracks.values(), current.grey.shape)
-            where_from = self._flow.backward_map(self._previous.grey, current.grey, window)
-            for object_id in self.object_ids:
-                anchors = self._anchors.get(object_id, {})
-                if frame_index in anchors:
-                    track = self._anchor_track(object_id, current)
-                else:
-                    track = self._carry(
-                        self._tracks.get(object_id, _Track(None, None)), current, where_from
-                    )
-                self._tracks[object_id] = track
-            self._previous = current
         for object_id in self.object_ids:
-            carried = self._tracks.get(object_id, _Track(None, None)).mask
-            if carried is None:
-                self._results.get(object_id, {}).pop(frame_index, None)
-            else:
-                self._store(object_id, frame_index, carried)
+            self._refresh(object_id, frame_index)
         return self._output(frame_index)
+
+    def _refresh(self, object_id: int, frame_index: int) -> None:
+        """Make the object's result on the frame the one carried from its nearest anchor (the
+        earlier of two as near), unless it already is; an object without anchors has none."""
+        anchors = self._anchors.get(object_id, {})
+        source = _nearest(anchors, frame_index)
+        if source is None:
+            self._results.get(object_id, {}).pop(frame_index, None)
+            return
+        anchor = anchors[source]
+        if self._serial(object_id, frame_index) == anchor.serial:
+            return
+        if source == frame_index:
+            self._store(object_id, frame_index, anchor.mask, anchor.serial)
+            return
+        step = 1 if frame_index > source else -1
+        sweep = self._sweeps.get(object_id)
+        if sweep is None or not sweep.leads_to(anchor.serial, step, frame_index):
+            start = self._working(source)
+            sweep = _Sweep(anchor.serial, step, start, self._anchor_track(object_id, start))
+        while sweep.frame.index != frame_index:
+            sweep = self._sweep_step(object_id, sweep)
+        self._sweeps[object_id] = sweep
+
+    def _sweep_step(self, object_id: int, sweep: _Sweep) -> _Sweep:
+        """The sweep carried one frame on, its result there stored."""
+        previous = sweep.frame
+        current = self._working(previous.index + sweep.step)
+        window = _flow_window([sweep.track], current.grey.shape)
+        where_from = self._flow.backward_map(previous.grey, current.grey, window)
+        track = self._carry(sweep.track, current, where_from)
+        if track.mask is None:
+            self._results.get(object_id, {}).pop(current.index, None)
+        else:
+            self._store(object_id, current.index, track.mask, sweep.serial)
+        return dataclasses.replace(sweep, frame=current, track=track)
 
     def _carry(self, track: _Track, current: _Working, where_from: np.ndarray) -> _Track:
         """One object moved onto ``current`` and re-cut at its edge.
@@ -314,25 +332,21 @@ class ClassicVideoState(VideoState):
 
     # Bookkeeping.
     def _working(self, frame_index: int) -> _Working:
-        if self._previous is not None and self._previous.index == frame_index:
-            return self._previous
-        image = cv2.resize(
-            self.frames.frame(frame_index), self._work_size, interpolation=cv2.INTER_AREA
-        )
-        return _Working(frame_index, image, cv2.cvtColor(image, cv2.COLOR_RGB2GRAY))
+        working = self._frames.get(frame_index)
+        if working is None:
+            image = cv2.resize(
+                self.frames.frame(frame_index), self._work_size, interpolation=cv2.INTER_AREA
+            )
+            working = _Working(frame_index, image, cv2.cvtColor(image, cv2.COLOR_RGB2GRAY))
+            self._frames[frame_index] = working
+            if len(self._frames) > WORKING_FRAMES:
+                self._frames.popitem(last=False)
+        return working
 
     def _clicked_frame(self, frame_index: int) -> Terrain:
         if self._terrain is None or self._terrain[0] != frame_index:
             self._terrain = (frame_index, Terrain(self._working(frame_index).image))
         return self._terrain[1]
-
-    def _nearest_model(self, object_id: int, frame_index: int) -> ColourModel | None:
-        anchors = self._anchors.get(object_id, {})
-        for index in sorted(anchors, key=lambda i: (abs(i - frame_index), i)):
-            model = self._anchor_model(object_id, index)
-            if model is not None:
-                return model
-        return None
 
     @property
     def _edge_band(self) -> float | None:
@@ -356,13 +370,20 @@ class ClassicVideoState(VideoState):
             )
         return anchor.model
 
-    def _store(self, object_id: int, frame_index: int, mask: np.ndarray) -> None:
-        self._results.setdefault(object_id, {})[frame_index] = np.packbits(mask)
+    def _store(self, object_id: int, frame_index: int, mask: np.ndarray, serial: int) -> None:
+        """The object's mask on the frame, from the anchor of that serial number."""
+        self._results.setdefault(object_id, {})[frame_index] = (np.packbits(mask), serial)
+
+    def _serial(self, object_id: int, frame_index: int) -> int | None:
+        """The serial number of the anchor the object's result on the frame came from."""
+        stored = self._results.get(object_id, {}).get(frame_index)
+        return None if stored is None else stored[1]
 
     def _result(self, object_id: int, frame_index: int) -> np.ndarray | None:
-        packed = self._results.get(object_id, {}).get(frame_index)
-        if packed is None:
+        stored = self._results.get(object_id, {}).get(frame_index)
+        if stored is None:
             return None
+        packed = stored[0]
         width, height = self._work_size
         return np.unpackbits(packed, count=width * height).reshape(height, width).astype(bool)
 
@@ -391,11 +412,11 @@ class ClassicVideoState(VideoState):
         }
 
 
-def _deepest_click(mask: np.ndarray) -> Click:
-    """A positive click at the point of ``mask`` farthest from its edge."""
-    depth = cv2.distanceTransform(mask.view(np.uint8), cv2.DIST_L2, 5)
-    y, x = np.unravel_index(int(np.argmax(depth)), depth.shape)
-    return Click(float(x), float(y), True)
+def _nearest(anchors: Mapping[int, object], frame_index: int) -> int | None:
+    """The anchor frame nearest ``frame_index`` (the earlier of two as near); None if none."""
+    if not anchors:
+        return None
+    return min(anchors, key=lambda index: (abs(index - frame_index), index))
 
 
 def _object_move(

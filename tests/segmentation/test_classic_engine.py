@@ -8,6 +8,7 @@ import numpy as np
 
 from segmentation.engines.base import VideoState
 from segmentation.engines.classic import ClassicEngine, ClassicOptions
+from segmentation.evaluation.clicks import next_click
 from segmentation.evaluation.metrics import region_similarity
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 
@@ -252,5 +253,19 @@ def test_clicks_refine_a_given_mask(state: VideoState, video: Video) -> None:
 
     masks = state.add_points(frame_index=0, object_id=1, points=[strip_centre], labels=[0])
 
+    # then the click takes away the strip around it (twice its distance to the mask's edge) and
+    # nothing of the object; the simulated user's next click takes away the rest
     assert region_similarity(given, truth) < 0.85
+    assert region_similarity(masks[1], truth) > 0.85
+    assert np.count_nonzero(masks[1] & truth) / np.count_nonzero(truth) > 0.99
+    second = next_click(masks[1], truth)
+    assert second is not None
+    assert not second.positive
+    masks = state.add_points(
+        frame_index=0,
+        object_id=1,
+        points=[[second.x / (WIDTH - 1), second.y / (HEIGHT - 1)]],
+        labels=[0],
+        clear_old_points=False,
+    )
     assert region_similarity(masks[1], truth) > 0.9

@@ -12,6 +12,7 @@ from PIL import Image
 
 from segmentation.engines.base import Engine, Masks, VideoState
 from segmentation.evaluation.clicks import Click, first_click, next_click
+from segmentation.evaluation.corrections import rounds_needed
 from segmentation.evaluation.davis import Sequence, SequenceError
 from segmentation.evaluation.metrics import boundary, boundary_measure, region_similarity
 from segmentation.evaluation.runner import clicks_needed, interactive_mean, interactive_sequence
@@ -271,10 +272,49 @@ def test_evaluate_vos_first_mask_protocol(video: Video, tmp_path: Path) -> None:
     assert result.stderr.splitlines() == ["0/12 frames  shapes, first mask"]
 
 
+def test_rounds_needed() -> None:
+    assert rounds_needed([0.5, 0.81, 0.9], 0.80) == 2
+    assert rounds_needed((0.80,), 0.80) == 1
+    assert rounds_needed([0.5, 0.6, 0.7], 0.80) == 4  # never reached: the rounds run + 1
+
+
+def test_evaluate_vos_corrections_protocol(video: Video, tmp_path: Path) -> None:
+    result, figures = evaluate_shapes(video, tmp_path, "--protocol", "corrections", "--rounds", "3")
+
+    assert list(figures) == ["protocol", "corrections"]
+    assert figures["protocol"] == "corrections"
+    corrections = figures["corrections"]
+    assert list(corrections) == ["rounds", "sequences", "mean"]
+    assert corrections["rounds"] == 3
+    shapes = corrections["sequences"]["shapes"]
+    assert list(shapes) == [
+        "J_per_round",
+        "F_per_round",
+        "JF_per_round",
+        "rounds_to_80",
+        "seconds_per_round",
+        "slowest_fps",
+    ]
+    per_round = ("J_per_round", "F_per_round", "JF_per_round", "seconds_per_round")
+    assert [len(shapes[key]) for key in per_round] == [3, 3, 3, 3]
+    rounds = zip(shapes["J_per_round"], shapes["F_per_round"], shapes["JF_per_round"], strict=True)
+    for j, f, jf in rounds:
+        assert jf == pytest.approx((j + f) / 2, abs=1e-4)
+    assert shapes["rounds_to_80"] == rounds_needed(shapes["JF_per_round"], 0.80)
+    # two objects, one click each on frame 0 and a propagation: both found on every frame, and
+    # the corrections of the last pixels keep them found
+    assert min(shapes["JF_per_round"]) > 0.95
+    assert corrections["mean"]["JF_per_round"] == shapes["JF_per_round"]
+    # 12 frames, 2 objects: a propagation in round 1, one per object in each later round
+    assert result.stderr.splitlines() == ["0/60 frames  shapes, 3 rounds of corrections"]
+    assert "J&F after each round" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         (["--interactive", "101"], "--interactive takes 0..100 clicks, got 101"),
+        (["--rounds", "0"], "--rounds takes 1..100 rounds, got 0"),
         (["--engine", "magic"], "engine 'magic': unknown engine 'magic' (engines: classic, sam2)"),
         (["--option", "work_size"], "--option takes KEY=VALUE, got 'work_size'"),
         (["--option", "work_size=1"], "engine 'classic': work_size must be within 64..4096, got 1"),
@@ -335,3 +375,44 @@ def test_quality_on_davis(tmp_path: Path) -> None:
     per_sequence = {name: score["JF"] for name, score in figures["sequences"].items()}
     assert figures["mean"]["JF"] >= DAVIS_MEAN_JF_FLOOR, per_sequence
     assert min(per_sequence.values()) >= DAVIS_WORST_JF_FLOOR, per_sequence
+
+
+# The corrections protocol's ratchet (issue 27), 3 rounds to keep the suite's time: floors a
+# little under what the committed engine reaches on the 19 sequences after each round, measured
+# with `manage.py evaluate_vos ../shared/data/vos --protocol corrections --rounds 3` (about a
+# minute on 2 cores; the figures of 8 rounds are in docs/segmentation-quality.md). Every round
+# must also keep the mean from falling, and no sequence may be wiped out by a correction (the
+# issue's engine left 8 of 18 sequences at J&F 0.000-0.006 after one).
+CORRECTIONS_JF_FLOORS = (0.47, 0.50, 0.50)
+CORRECTIONS_WORST_FLOOR = 0.12
+
+
+@pytest.mark.skipif(not SHARED_VOS.is_dir(), reason="../shared/data/vos (DAVIS) is not present")
+def test_corrections_on_davis(tmp_path: Path) -> None:
+    out = tmp_path / "davis.json"
+
+    result = manage(
+        "evaluate_vos",
+        str(SHARED_VOS),
+        "--protocol",
+        "corrections",
+        "--rounds",
+        "3",
+        "--json",
+        str(out),
+        env=project_env(tmp_path / "var"),
+        timeout=600,
+    )
+
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())["corrections"]
+    mean = figures["mean"]["JF_per_round"]
+    per_sequence = {name: score["JF_per_round"] for name, score in figures["sequences"].items()}
+    assert len(mean) == 3
+    for after, floor in zip(mean, CORRECTIONS_JF_FLOORS, strict=True):
+        assert after >= floor, mean
+    assert mean[1] >= mean[0] - 0.005, mean
+    assert mean[2] >= mean[1] - 0.005, mean
+    assert min(min(rounds) for rounds in per_sequence.values()) >= CORRECTIONS_WORST_FLOOR, (
+        per_sequence
+    )

@@ -15,7 +15,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from segmentation.engines import EngineConfigError, engine_create
+from segmentation.evaluation.corrections import (
+    Corrections,
+    corrections_mean,
+    corrections_sequence,
+)
 from segmentation.evaluation.davis import Sequence, SequenceError
+from segmentation.evaluation.dev_halves import halves_means
 from segmentation.evaluation.runner import (
     Interactive,
     Score,
@@ -25,7 +31,7 @@ from segmentation.evaluation.runner import (
     score_mean,
 )
 
-PROTOCOLS = ("clicks", "first-mask")
+PROTOCOLS = ("clicks", "first-mask", "corrections")
 
 
 class Command(BaseCommand):
@@ -49,7 +55,15 @@ class Command(BaseCommand):
             choices=PROTOCOLS,
             default="clicks",
             help="clicks: the simulated user clicks on the first frame (default); first-mask: "
-            "each object's true mask is given there (DAVIS 2016's semi-supervised protocol)",
+            "each object's true mask is given there (DAVIS 2016's semi-supervised protocol); "
+            "corrections: a first click and a propagation, then rounds of one click on each "
+            "object's worst frame and a propagation from there",
+        )
+        parser.add_argument(
+            "--rounds",
+            type=int,
+            default=8,
+            help="rounds of the corrections protocol, the first included (default: 8)",
         )
         parser.add_argument(
             "--interactive",
@@ -72,7 +86,12 @@ class Command(BaseCommand):
         click_counts = _click_counts(options["clicks"])
         if not 0 <= options["interactive"] <= 100:
             raise CommandError(f"--interactive takes 0..100 clicks, got {options['interactive']}")
+        if not 1 <= options["rounds"] <= 100:
+            raise CommandError(f"--rounds takes 1..100 rounds, got {options['rounds']}")
         sequences = _sequences(options["dirs"])
+        if options["protocol"] == "corrections":
+            self._corrections(name, engine, sequences, options)
+            return
         first_mask = options["protocol"] == "first-mask"
         rounds = [0] if first_mask else click_counts
         total = sum(len(s.annotation_paths) for s in sequences) * len(rounds)
@@ -96,6 +115,7 @@ class Command(BaseCommand):
             results[where] = {
                 "sequences": {n: score.as_dict() for n, score in scores.items()},
                 "mean": score_mean(list(scores.values())).as_dict(),
+                **_halves(scores, lambda found: score_mean(found).as_dict()),
             }
         progress.close()
         self._report(name, results)
@@ -105,27 +125,60 @@ class Command(BaseCommand):
             figures = {"protocol": "clicks", "clicks": results}
         if options["interactive"]:
             figures["interactive"] = self._interactive(engine, sequences, options["interactive"])
-        if options["json"]:
-            path: Path = options["json"]
+        self._write(options["json"], figures)
+
+    def _write(self, path: Path | None, figures: dict[str, object]) -> None:
+        if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(figures, indent=2) + "\n")
             self.stdout.write(f"wrote {path}")
+
+    def _corrections(self, name: str, engine, sequences: list[Sequence], options: dict) -> None:
+        rounds = options["rounds"]
+        # at most: a round skips an object whose every frame is exact
+        total = sum(
+            len(s.annotation_paths) * (1 + (rounds - 1) * len(s.object_ids())) for s in sequences
+        )
+        progress = _ProgressBar(total, sys.stderr)
+        found: dict[str, Corrections] = {}
+        for sequence in sequences:
+            progress.begin(f"{sequence.name}, {rounds} rounds of corrections")
+            found[sequence.name] = corrections_sequence(
+                engine, sequence, rounds=rounds, progress=progress.advance
+            )
+        progress.close()
+        per_sequence = {n: result.as_dict() for n, result in found.items()}
+        summary = {
+            "mean": corrections_mean(list(found.values())),
+            **_halves(found, corrections_mean),
+        }
+        self.stdout.write(f"engine {name}")
+        self.stdout.write(
+            f"{'sequence':24} {'to 0.80':>7} {'slowest fps':>11}  J&F after each round"
+        )
+        for sequence, result in [*per_sequence.items(), *_summary_rows(summary)]:
+            after = " ".join(f"{jf:.3f}" for jf in result["JF_per_round"])
+            self.stdout.write(
+                f"{sequence:24} {result['rounds_to_80']:>7} {result['slowest_fps']:11.1f}  {after}"
+            )
+        figures = {
+            "protocol": "corrections",
+            "corrections": {"rounds": rounds, "sequences": per_sequence, **summary},
+        }
+        self._write(options["json"], figures)
 
     def _interactive(self, engine, sequences: list[Sequence], max_clicks: int) -> dict:
         found: dict[str, Interactive] = {}
         for sequence in sequences:
             found[sequence.name] = interactive_sequence(engine, sequence, max_clicks=max_clicks)
-        mean = interactive_mean(list(found.values()))
+        per_sequence = {n: result.as_dict() for n, result in found.items()}
+        summary = {"mean": interactive_mean(list(found.values()))}
+        summary.update(_halves(found, interactive_mean))
         self.stdout.write(f"{'sequence':24} {'NoC@85':>6} {'NoC@90':>6}  J after 1, 3, 5 clicks")
-        rows = [(n, result.as_dict()) for n, result in found.items()] + [("mean", mean)]
-        for sequence, result in rows:
+        for sequence, result in [*per_sequence.items(), *_summary_rows(summary)]:
             after = ", ".join(f"{j:.3f}" for j in result["J_per_click"][0:5:2])
             self.stdout.write(f"{sequence:24} {result['NoC85']:>6} {result['NoC90']:>6}  {after}")
-        return {
-            "max_clicks": max_clicks,
-            "sequences": {n: result.as_dict() for n, result in found.items()},
-            "mean": mean,
-        }
+        return {"max_clicks": max_clicks, "sequences": per_sequence, **summary}
 
     def _report(self, engine: str, results: dict[str, dict[str, object]]) -> None:
         self.stdout.write(f"engine {engine}")
@@ -134,12 +187,24 @@ class Command(BaseCommand):
         )
         self.stdout.write(header)
         for clicks, result in results.items():
-            rows = [*result["sequences"].items(), ("mean", result["mean"])]
-            for sequence, score in rows:
+            for sequence, score in [*result["sequences"].items(), *_summary_rows(result)]:
                 self.stdout.write(
                     f"{sequence:24} {clicks:>6} {score['J']:6.3f} {score['F']:6.3f} "
                     f"{score['JF']:6.3f} {score['fps']:7.1f} {score['click_ms']:9.1f}"
                 )
+
+
+def _halves(found: dict, mean) -> dict[str, object]:
+    """``{"halves": {"A": ..., "B": ...}}`` when ``found`` covers the development set's two
+    halves (segmentation.evaluation.dev_halves), else nothing."""
+    halves = halves_means(found, mean)
+    return {"halves": halves} if halves else {}
+
+
+def _summary_rows(summary: dict) -> list[tuple[str, dict]]:
+    """The table's rows under the sequences: the mean, then each half's where measured."""
+    halves = summary.get("halves", {})
+    return [("mean", summary["mean"]), *((f"half {h}", r) for h, r in halves.items())]
 
 
 def _key_values(items: list[str]) -> dict[str, str]:
