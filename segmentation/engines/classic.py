@@ -178,7 +178,8 @@ class ClassicVideoState(VideoState):
             max(round(frames.height * scale), 1),
         )
         self._anchors: dict[int, dict[int, Anchor]] = {}
-        self._results: dict[int, dict[int, np.ndarray]] = {}  # packed working-size masks
+        # per object and frame: the packed working-size mask and its anchor's serial number
+        self._results: dict[int, dict[int, tuple[np.ndarray, int]]] = {}
         self._flow = FlowWarp(options.flow_preset)
         self._sweeps: dict[int, _Sweep] = {}  # per object, along the pass under way
         self._frames: collections.OrderedDict[int, _Working] = collections.OrderedDict()
