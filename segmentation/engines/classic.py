@@ -182,7 +182,7 @@ class ClassicVideoState(VideoState):
         self._results: dict[int, dict[int, tuple[np.ndarray, int]]] = {}
         self._flow = FlowWarp(options.flow_preset)
         self._sweeps: dict[int, _Sweep] = {}  # per object, along the pass under way
-        self._frames: collections.OrderedDict[int, _Working] = collections.OrderedDict()
+        self._working_frames: collections.OrderedDict[int, _Working] = collections.OrderedDict()
         self._serials = itertools.count(1)
         self._terrain: tuple[int, Terrain] | None = None  # the last clicked frame's
 
@@ -333,15 +333,15 @@ class ClassicVideoState(VideoState):
 
     # Bookkeeping.
     def _working(self, frame_index: int) -> _Working:
-        working = self._frames.get(frame_index)
+        working = self._working_frames.get(frame_index)
         if working is None:
             image = cv2.resize(
                 self.frames.frame(frame_index), self._work_size, interpolation=cv2.INTER_AREA
             )
             working = _Working(frame_index, image, cv2.cvtColor(image, cv2.COLOR_RGB2GRAY))
-            self._frames[frame_index] = working
-            if len(self._frames) > WORKING_FRAMES:
-                self._frames.popitem(last=False)
+            self._working_frames[frame_index] = working
+            if len(self._working_frames) > WORKING_FRAMES:
+                self._working_frames.popitem(last=False)
         return working
 
     def _clicked_frame(self, frame_index: int) -> Terrain:
