@@ -17,6 +17,8 @@ import requests
 from PIL import Image
 from pycocotools import mask as coco_mask
 
+from segmentation.demo_video import demo_masks
+from segmentation.evaluation.clicks import first_click, next_click
 from segmentation.rle import rle_decode, rle_encode
 from tests.conftest import manage, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
@@ -26,6 +28,7 @@ FIRST_COLOUR = [255, 64, 64]  # object 1's colour in overlay.js
 FILL_ALPHA = 115
 MAX_UPLOAD_MB = 1
 PING = "query Ping"
+CORRECTED = 100  # the frame the correction round clicks on
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +124,8 @@ def test_click_propagate_cancel_play_export_import(server, page, tmp_path: Path)
     page.wait_for_selector("#editor[data-propagated=cancelled]")
     page.shot("cancelled")
     cancelled = re.fullmatch(
-        rf"Cancelled after (\d+) of {FRAMES} frames\.", page.text_content("#progress-label")
+        rf"Cancelled after (\d+) of {FRAMES} frames from frame 1\.",
+        page.text_content("#progress-label"),
     )
     assert cancelled is not None
     assert 3 <= int(cancelled.group(1)) < FRAMES
@@ -131,7 +135,7 @@ def test_click_propagate_cancel_play_export_import(server, page, tmp_path: Path)
     # propagation to the end
     page.click("#propagate")
     page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
-    assert page.text_content("#progress-label") == f"Done: {FRAMES} frames."
+    assert page.text_content("#progress-label") == f"Done: {FRAMES} frames from frame 1."
     page.shot("propagated")
 
     # playback shows the frames with their masks
@@ -191,6 +195,77 @@ def test_click_propagate_cancel_play_export_import(server, page, tmp_path: Path)
     with page.expect_download() as download:
         page.click("#export-json")
     assert json.loads(Path(download.value.path()).read_text()) == exported
+
+
+def object_masks(server: str, session_id: str) -> dict[int, dict]:
+    """Object 1's mask on each frame that has one, as the server holds it."""
+    return {
+        frame["frame_index"]: frame["objects"][0]["mask"]
+        for frame in server_annotations(server, session_id)["frames"]
+    }
+
+
+def test_a_correction_round_changes_only_the_frames_the_correction_governs(server, page) -> None:
+    # one click on the ball, then a propagation started with its key
+    session_id = open_default_video(server, page)
+    truth = demo_masks(0)["ball"]
+    first = first_click(truth)
+    with page.expect_response(is_add_points):
+        click_at(page, first.x, first.y)
+    page.keyboard.press("p")
+    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+    assert page.text_content("#progress-label") == f"Done: {FRAMES} frames from frame 1."
+    before = object_masks(server, session_id)
+    assert sorted(before) == list(range(FRAMES))
+
+    # G and a number go to a frame where the mask took the ball's shadow too; the user's
+    # click there is negative, on the shadow
+    page.keyboard.press("g")
+    page.keyboard.type("101")
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        f"() => document.getElementById('editor').dataset.frameShown === '{CORRECTED}'"
+    )
+    assert page.text_content("#frame-label") == f"{CORRECTED + 1} / {FRAMES}"
+    propagated = rle_decode(before[CORRECTED])
+    shadow = next_click(propagated, demo_masks(CORRECTED)["ball"])
+    assert shadow is not None
+    assert not shadow.positive
+    with page.expect_response(is_add_points):
+        click_at(page, shadow.x, shadow.y, button="right")
+    corrected = rle_decode(object_masks(server, session_id)[CORRECTED])
+    assert not corrected[shadow.y, shadow.x]
+    assert page.get_attribute("#timeline", "data-anchors") == f"0,{CORRECTED}"
+
+    # [ and ] step between the ball's clicked frames, Home and End to the ends
+    for key, frame_index in (("Home", 0), ("]", CORRECTED), ("]", CORRECTED), ("End", FRAMES - 1),
+                             ("[", CORRECTED), ("[", 0), ("]", CORRECTED)):  # fmt: skip
+        page.keyboard.press(key)
+        page.wait_for_function(
+            f"() => document.getElementById('frame-label').textContent"
+            f" === '{frame_index + 1} / {FRAMES}'"
+        )
+
+    # the propagation from the corrected frame, with its progress
+    page.keyboard.press("p")
+    page.wait_for_function(
+        "() => / frames from frame 101$/.test(document.getElementById('progress-label')"
+        ".textContent)"
+    )
+    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+    page.shot("corrected")
+    assert page.text_content("#progress-label") == f"Done: {FRAMES} frames from frame 101."
+    after = object_masks(server, session_id)
+
+    # frames nearer frame 0's click keep their masks; the corrected frame lost the shadow's part
+    # around the click
+    nearer_frame_0 = range(CORRECTED // 2 + 1)
+    assert [after[i] == before[i] for i in nearer_frame_0] == [True] * len(nearer_frame_0)
+    assert after[CORRECTED] == object_masks(server, session_id)[CORRECTED]
+    assert not rle_decode(after[CORRECTED])[shadow.y, shadow.x]
+    assert [after[i] != before[i] for i in range(CORRECTED, FRAMES)] == [True] * (
+        FRAMES - CORRECTED
+    )
 
 
 def added_points(response) -> dict:

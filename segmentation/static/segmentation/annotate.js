@@ -44,6 +44,7 @@ const ui = {
   play: $("play"),
   scrubber: $("scrubber"),
   frameLabel: $("frame-label"),
+  goto: $("goto"),
   timeline: $("timeline"),
   objects: $("objects"),
   addObject: $("add-object"),
@@ -72,6 +73,7 @@ const state = {
   tapLabel: 1,
   playing: null, // the running playback, if any
   propagation: null, // the AbortController of the running propagation
+  propagated: null, // the frames the running propagation has sent, a Set
   queue: Promise.resolve(),
   epoch: 0, // counts "clear all"s
   drawn: 0, // the latest frame request; older ones that arrive late are not drawn
@@ -145,6 +147,16 @@ function pointKey(frameIndex, objectId) {
   return `${frameIndex}:${objectId}`;
 }
 
+// The frames where the object has points, in order: its anchors.
+function anchors(objectId) {
+  const frames = [];
+  for (const key of state.points.keys()) {
+    const [frameIndex, id] = key.split(":").map(Number);
+    if (id === objectId) frames.push(frameIndex);
+  }
+  return frames.sort((a, b) => a - b);
+}
+
 function pointRadius() {
   return (POINT_RADIUS_PX * ui.overlay.width) / Math.max(ui.overlay.clientWidth, 1);
 }
@@ -153,6 +165,7 @@ async function showFrame(frameIndex) {
   state.frameIndex = frameIndex;
   ui.scrubber.value = frameIndex;
   ui.frameLabel.textContent = `${frameIndex + 1} / ${state.video.frameCount}`;
+  drawTimeline();
   const request = ++state.drawn;
   let image;
   try {
@@ -178,6 +191,9 @@ function drawOverlay() {
   }
 }
 
+// The timeline, one column a frame: a low bar where there are masks (dimmed, while a propagation
+// runs, where it has not reached yet), a short mark on every clicked frame, a tall one in its
+// colour on the selected object's, and the frame shown.
 function drawTimeline() {
   const canvas = ui.timeline;
   const count = state.video.frameCount;
@@ -185,17 +201,21 @@ function drawTimeline() {
   const context = canvas.getContext("2d");
   context.clearRect(0, 0, canvas.width, canvas.height);
   const step = canvas.width / count;
-  const clicked = new Set([...state.points.keys()].map((key) => Number(key.split(":")[0])));
+  const column = (frameIndex, top, minimum) =>
+    context.fillRect(frameIndex * step, top, Math.max(step, minimum), canvas.height - top);
   for (let i = 0; i < count; i++) {
-    if (state.annotations.hasMasks(i)) {
-      context.fillStyle = "#4fa3ff";
-      context.fillRect(i * step, 4, Math.max(step, 1), canvas.height - 4);
-    }
-    if (clicked.has(i)) {
-      context.fillStyle = "#ffb347";
-      context.fillRect(i * step, 0, Math.max(step, 2), canvas.height);
-    }
+    if (!state.annotations.hasMasks(i)) continue;
+    context.fillStyle = state.propagated && !state.propagated.has(i) ? "#27506f" : "#4fa3ff";
+    column(i, 8, 1);
   }
+  context.fillStyle = "#8a949e";
+  for (const key of state.points.keys()) column(Number(key.split(":")[0]), 5, 2);
+  const selected = anchors(state.selected);
+  context.fillStyle = hexOf(colourOf(state.selected));
+  for (const frameIndex of selected) column(frameIndex, 0, 3);
+  context.fillStyle = "#ffffff";
+  context.fillRect((state.frameIndex + 0.5) * step - 1, 0, 2, canvas.height);
+  canvas.dataset.anchors = selected.join(",");
 }
 
 // Masks from the server; those of objects removed meanwhile are dropped.
@@ -248,6 +268,7 @@ function renderObjects() {
 function selectObject(objectId) {
   state.selected = objectId;
   renderObjects();
+  drawTimeline();
 }
 
 function addObject() {
@@ -373,17 +394,21 @@ async function startPropagation() {
   const startFrame = state.frameIndex;
   let done = 0;
   let total = state.video.frameCount;
+  const from = `from frame ${startFrame + 1}`;
+  state.propagated = new Set();
+  delete ui.editor.dataset.propagated;
   ui.progress.value = 0;
-  ui.progressLabel.textContent = "Propagating…";
+  ui.progressLabel.textContent = `Propagating ${from}…`;
   const onFrame = ({ frameIndex, frameTotal, results }) => {
     done++;
     total = frameTotal;
+    state.propagated.add(frameIndex);
     applyMasks({
       frameIndex,
       rleMaskList: results.map((item) => ({ objectId: item.object_id, rleMask: item.mask })),
     });
     ui.progress.value = done / total;
-    ui.progressLabel.textContent = `${done} / ${total} frames`;
+    ui.progressLabel.textContent = `${done} / ${total} frames ${from}`;
     if (done % 8 === 0) drawTimeline();
   };
   await run(async () => {
@@ -397,12 +422,13 @@ async function startPropagation() {
       }
     } finally {
       state.propagation = null;
+      state.propagated = null;
       // Cancelled: the server may end the stream itself before the page aborts it.
       if (controller.cancelled || controller.signal.aborted) outcome = "cancelled";
       ui.progressLabel.textContent = {
-        done: `Done: ${done} frames.`,
-        cancelled: `Cancelled after ${done} of ${total} frames.`,
-        failed: `Stopped after ${done} of ${total} frames.`,
+        done: `Done: ${done} frames ${from}.`,
+        cancelled: `Cancelled after ${done} of ${total} frames ${from}.`,
+        failed: `Stopped after ${done} of ${total} frames ${from}.`,
       }[outcome];
       ui.editor.dataset.propagated = outcome;
       drawTimeline();
@@ -458,11 +484,27 @@ async function play() {
   if (state.playing === playing) stopPlaying();
 }
 
-function step(delta) {
+function goTo(frameIndex) {
   stopPlaying();
-  const frameIndex = Math.min(Math.max(state.frameIndex + delta, 0), state.video.frameCount - 1);
-  showFrame(frameIndex);
-  state.frames.prefetch(frameIndex + 1, 4, state.video.frameCount);
+  const last = state.video.frameCount - 1;
+  const target = Math.min(Math.max(Math.round(frameIndex), 0), last);
+  showFrame(target);
+  state.frames.prefetch(target + 1, 4, state.video.frameCount);
+}
+
+// The selected object's next clicked frame after the one shown (direction 1), or the previous
+// one (-1); none: stay.
+function stepToAnchor(direction) {
+  const frames = anchors(state.selected);
+  const next = direction > 0
+    ? frames.find((frameIndex) => frameIndex > state.frameIndex)
+    : frames.findLast((frameIndex) => frameIndex < state.frameIndex);
+  if (next !== undefined) goTo(next);
+}
+
+function timelineFrame(event) {
+  const box = ui.timeline.getBoundingClientRect();
+  return Math.floor(((event.clientX - box.left) * state.video.frameCount) / box.width);
 }
 
 // ---- export and import
@@ -560,6 +602,15 @@ function wire() {
     showFrame(Number(ui.scrubber.value));
   });
   ui.play.addEventListener("click", play);
+  ui.timeline.addEventListener("click", (event) => goTo(timelineFrame(event)));
+  ui.goto.max = state.video.frameCount;
+  ui.goto.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && ui.goto.value !== "") goTo(Number(ui.goto.value) - 1);
+    else if (event.key !== "Escape") return;
+    ui.goto.value = "";
+    ui.goto.blur();
+    event.preventDefault();
+  });
   ui.addObject.addEventListener("click", addObject);
   ui.mode.addEventListener("click", () => {
     state.tapLabel = 1 - state.tapLabel;
@@ -578,9 +629,18 @@ function wire() {
     if (file) importFile(file);
   });
   addEventListener("keydown", (event) => {
+    if (event.target === ui.goto) return; // its own keys
     if (event.target.closest("input, button, select, textarea") && event.key !== " ") return;
-    if (event.key === "ArrowLeft") step(-1);
-    else if (event.key === "ArrowRight") step(1);
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    const last = state.video.frameCount - 1;
+    if (event.key === "ArrowLeft") goTo(state.frameIndex - 1);
+    else if (event.key === "ArrowRight") goTo(state.frameIndex + 1);
+    else if (event.key === "[") stepToAnchor(-1);
+    else if (event.key === "]") stepToAnchor(1);
+    else if (event.key === "Home") goTo(0);
+    else if (event.key === "End") goTo(last);
+    else if (event.key === "g" || event.key === "G") ui.goto.focus();
+    else if ((event.key === "p" || event.key === "P") && !ui.propagate.disabled) startPropagation();
     else if (event.key === " " && !event.target.closest("button")) play();
     else return;
     event.preventDefault();
@@ -616,7 +676,7 @@ async function open() {
     return;
   }
   keepAlive();
-  ui.play.disabled = ui.scrubber.disabled = false;
+  ui.play.disabled = ui.scrubber.disabled = ui.goto.disabled = false;
   updateButtons();
   drawTimeline();
   await showFrame(0);
