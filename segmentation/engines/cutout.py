@@ -36,6 +36,7 @@ COLOUR_LIMIT = 8.0  # the most a pixel's colour alone can say (log-likelihood ra
 # object's own pixels is not the object's, whatever the background's mixture makes of it.
 ALIEN_MARGIN = 100.0
 BACKGROUND_SAMPLE = 5000  # background pixels kept from where a model was learned
+MIXTURE_SAMPLE = 20000  # a mixture is fitted to at most this many pixels, evenly spaced
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def colour_model(image: np.ndarray, mask: np.ndarray) -> ColourModel | None:
     )
 
 
-def fit_mixture(pixels: np.ndarray, *, limit: int = 20000) -> np.ndarray:
+def fit_mixture(pixels: np.ndarray, *, limit: int = MIXTURE_SAMPLE) -> np.ndarray:
     """A Gaussian mixture of the pixels (N x 3) in GrabCut's layout, without randomness.
 
     GrabCut would seed its own mixtures by k-means++ from a random generator, and on a hard frame

@@ -79,12 +79,6 @@ def test_the_classic_engine_holds_the_box_and_the_ball_through_the_video(
     assert min(along["box"]) >= 0.85
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 27: one click gives IoU 0.867 (>= 0.85 holds); the user's second click, "
-    "negative on the drawn shadow, takes away only 146 of its pixels (IoU 0.877 of 0.93): the "
-    "fresh cut keeps the shadow, whose colours are the ball's dark side's",
-)
 def test_one_click_on_the_ball_and_the_user_s_second_finds_the_ball(default_video: Path) -> None:
     """The drawn shadow beside the ball is a fair ambiguity for one click without learned
     weights (its colours are near the ball's dark side); the simulated user's second click, on
