@@ -288,10 +288,11 @@ class ClassicVideoState(VideoState):
         window = _flow_window([sweep.track], current.grey.shape)
         where_from = self._flow.backward_map(previous.grey, current.grey, window)
         track = self._carry(sweep.track, current, where_from)
-        if track.mask is None:
-            self._results.get(object_id, {}).pop(current.index, None)
-        else:
-            self._store(object_id, current.index, track.mask, sweep.serial)
+        # a frame where the object is lost is stored empty: it is as settled as any other, and
+        # a later step of the pass (backward, say) must not carry to it again from the anchor
+        lost = np.zeros(current.grey.shape, bool)
+        mask = lost if track.mask is None else track.mask
+        self._store(object_id, current.index, mask, sweep.serial)
         return dataclasses.replace(sweep, frame=current, track=track)
 
     def _carry(self, track: _Track, current: _Working, where_from: np.ndarray) -> _Track:

@@ -269,3 +269,20 @@ def test_clicks_refine_a_given_mask(state: VideoState, video: Video) -> None:
         clear_old_points=False,
     )
     assert region_similarity(masks[1], truth) > 0.9
+
+
+def test_frames_without_the_object_are_carried_to_once(state: VideoState, video: Video) -> None:
+    # given object 1 said to be absent on frame 0, so that it is empty on every frame
+    state.add_mask(frame_index=0, object_id=1, mask=np.zeros((HEIGHT, WIDTH), bool))
+    flows = []
+    backward_map = state._flow.backward_map
+    state._flow.backward_map = lambda *args: flows.append(args) or backward_map(*args)
+
+    # when propagated from the last frame: forward to it from frame 0, then backward
+    steps = list(state.propagate(start_frame_index=11))
+
+    # then each frame was carried to once (a frame left empty used to be carried to again from
+    # frame 0 on the way back, every frame, which made a long video's propagation quadratic)
+    assert [index for index, _ in steps] == [11, *range(10, -1, -1)]
+    assert not any(masks[1].any() for _, masks in steps)
+    assert len(flows) == 11
