@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.background_evaluations import Evaluations
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_COMMAND = [sys.executable, "-m", "config.server"]
 STARTUP_TIMEOUT_SEC = 30
@@ -166,3 +168,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             getattr(item, "fixturenames", ())
         ):
             item.add_marker(pytest.mark.database)
+
+
+@pytest.fixture
+def evaluation(request: pytest.FixtureRequest) -> dict:
+    """The figures of the test's ``evaluation`` run (tests/background_evaluations.py)."""
+    marker = request.node.get_closest_marker("evaluation")
+    return request.config.stash[EVALUATIONS].figures(marker.args)
+
+
+EVALUATIONS = pytest.StashKey[Evaluations]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    evaluations = session.config.stash[EVALUATIONS] = Evaluations()
+    evaluations.start(session.items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    evaluations = session.config.stash.get(EVALUATIONS, None)
+    if evaluations is not None:
+        evaluations.stop()

@@ -342,22 +342,6 @@ def test_evaluate_vos_refuses_a_folder_without_sequences(tmp_path: Path) -> None
     )
 
 
-def evaluate_davis(tmp_path: Path, *arguments: str) -> dict:
-    """``evaluate_vos`` with ``arguments`` on the 19 sequences of ../shared/data/vos: its JSON."""
-    out = tmp_path / "davis.json"
-    result = manage(
-        "evaluate_vos",
-        str(SHARED_VOS),
-        *arguments,
-        "--json",
-        str(out),
-        env=project_env(tmp_path / "var"),
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(out.read_text())
-
-
 # A ratchet (issue 16): floors a little under what the committed engine reaches on the 19
 # sequences of ../shared/data/vos, so that a regression fails here; raise them with each
 # improvement. Measured with `manage.py evaluate_vos ../shared/data/vos --clicks 3` (classic,
@@ -369,11 +353,18 @@ DAVIS_MEAN_JF_FLOOR = 0.57
 DAVIS_WORST_JF_FLOOR = 0.10
 
 
-@pytest.mark.skipif(not SHARED_VOS.is_dir(), reason="../shared/data/vos (DAVIS) is not present")
-def test_quality_on_davis(tmp_path: Path) -> None:
+# The evaluations on ../shared/data/vos run in the background from the start of the suite
+# (tests/background_evaluations.py).
+NO_DAVIS = not SHARED_VOS.is_dir()
+WITHOUT_DAVIS = "../shared/data/vos (DAVIS) is not present"
+
+
+@pytest.mark.skipif(NO_DAVIS, reason=WITHOUT_DAVIS)
+@pytest.mark.evaluation(str(SHARED_VOS), "--clicks", "3")
+def test_quality_on_davis(evaluation: dict) -> None:
     """The default engine on real video, 3 clicks: neither the mean J&F nor the worst
     sequence's falls below the floors above."""
-    figures = evaluate_davis(tmp_path, "--clicks", "3")["clicks"]["3"]
+    figures = evaluation["clicks"]["3"]
     per_sequence = {name: score["JF"] for name, score in figures["sequences"].items()}
     assert figures["mean"]["JF"] >= DAVIS_MEAN_JF_FLOOR, per_sequence
     assert min(per_sequence.values()) >= DAVIS_WORST_JF_FLOOR, per_sequence
@@ -389,10 +380,10 @@ CORRECTIONS_JF_FLOORS = (0.47, 0.50, 0.50)
 CORRECTIONS_WORST_FLOOR = 0.12
 
 
-@pytest.mark.skipif(not SHARED_VOS.is_dir(), reason="../shared/data/vos (DAVIS) is not present")
-def test_corrections_on_davis(tmp_path: Path) -> None:
-    figures = evaluate_davis(tmp_path, "--protocol", "corrections", "--rounds", "3")
-    figures = figures["corrections"]
+@pytest.mark.skipif(NO_DAVIS, reason=WITHOUT_DAVIS)
+@pytest.mark.evaluation(str(SHARED_VOS), "--protocol", "corrections", "--rounds", "3")
+def test_corrections_on_davis(evaluation: dict) -> None:
+    figures = evaluation["corrections"]
     mean = figures["mean"]["JF_per_round"]
     per_sequence = {name: score["JF_per_round"] for name, score in figures["sequences"].items()}
     assert len(mean) == 3
