@@ -43,6 +43,20 @@ def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.
     )
 
 
+def server_import(env: dict[str, str]) -> subprocess.CompletedProcess:
+    """What the server does at its start before it listens (it imports config.asgi, which
+    builds the engine), in a process of its own with ``env``."""
+    return subprocess.run(
+        [sys.executable, "-c", "import config.asgi"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

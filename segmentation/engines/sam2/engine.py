@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
 from segmentation.engines.frames import FrameSource
+from segmentation.engines.sam2.catalogue import checkpoint_resolve
 from segmentation.engines.sam2.checkpoint import checkpoint_load
 from segmentation.engines.sam2.config import MODEL_SIZES, SIZE_ALIASES
 from segmentation.engines.sam2.holes import MAX_AREA as HOLE_AREA_LIMIT
@@ -40,7 +41,10 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 
 @dataclass(frozen=True)
 class Sam2Options(EngineOptions):
-    checkpoint: str = ""  # path of an official SAM 2 / 2.1 checkpoint (.pt)
+    # a checkpoint's path, or an official one's name (tiny ... large, or a file's stem such as
+    # sam2_hiera_small) found in models_dir (catalogue.checkpoint_resolve)
+    checkpoint: str = ""
+    models_dir: str = ""  # where `manage.py sam2_weights fetch` puts the official files
     model_size: str = ""  # empty: read from the checkpoint
     device: str = "auto"  # auto: cuda, then mps, then cpu (also cuda:1 and the like)
     compile: bool = False  # torch.compile the model's parts (about a minute before the first frame)
@@ -52,8 +56,6 @@ class Sam2Options(EngineOptions):
     def __post_init__(self) -> None:
         if not self.checkpoint:
             raise ValueError("option 'checkpoint' is required (set SAM2_CHECKPOINT)")
-        if not Path(self.checkpoint).is_file():
-            raise ValueError(f"checkpoint {self.checkpoint} does not exist")
         if self.model_size and self.model_size not in {*MODEL_SIZES, *SIZE_ALIASES}:
             known = ", ".join([*SIZE_ALIASES, *MODEL_SIZES])
             raise ValueError(f"model_size must be one of {known}, got {self.model_size!r}")
@@ -69,6 +71,13 @@ class Sam2Options(EngineOptions):
             raise ValueError(
                 f"fill_hole_area must be within 0..{HOLE_AREA_LIMIT}, got {self.fill_hole_area}"
             )
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """The checkpoint's file; FileNotFoundError, naming the command that fetches an official
+        one, when it is missing. Checked when the engine is built (the server's start), not with
+        the options: ``manage.py sam2_weights`` must run while the file is still missing."""
+        return checkpoint_resolve(self.checkpoint, Path(self.models_dir))
 
 
 def device_choose(name: str) -> torch.device:
@@ -125,7 +134,7 @@ class Sam2Engine(Engine):
     def __init__(self, options: Sam2Options | None = None) -> None:
         super().__init__(options)
         self.device = device_choose(self.options.device)
-        model = checkpoint_load(Path(self.options.checkpoint), model_size=self.options.model_size)
+        model = checkpoint_load(self.options.checkpoint_path, model_size=self.options.model_size)
         self.model: Sam2Model = model.to(self.device)
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True

@@ -79,9 +79,11 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         name = options["engine"] or settings.SEGMENTATION_ENGINE
         raw_options = _key_values(options["option"])
+        if name == "sam2":  # checkpoint=base_plus: the official file in the models folder
+            raw_options.setdefault("models_dir", str(settings.SAM2_MODELS_DIR))
         try:
             engine = engine_create(name, raw_options)
-        except EngineConfigError as error:
+        except (EngineConfigError, FileNotFoundError) as error:
             raise CommandError(f"engine {name!r}: {error}") from None
         click_counts = _click_counts(options["clicks"])
         if not 0 <= options["interactive"] <= 100:

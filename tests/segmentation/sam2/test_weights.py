@@ -1,0 +1,355 @@
+"""``manage.py sam2_weights`` against a loopback HTTP server that serves a checkpoint made here
+(random weights in the official layout), behaving as real servers do and as broken ones do."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+
+from segmentation.engines.sam2.catalogue import checkpoint_resolve, official_find, official_named
+from segmentation.services.sam2_weights import CHUNK, WeightsError, weights_fetch, weights_list
+from tests.conftest import manage, project_env, running_server, server_import
+from tests.segmentation.sam2.small import small_checkpoint
+from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
+from tests.segmentation.test_propagation_stream import graphql, start_session
+
+# Where the server cuts the body off: whole reads of the command, which keeps what it read whole
+# (a cut loses at most the read under way).
+CUT = 3 * CHUNK
+SHORT = 2 * CHUNK  # what /truncated.pt sends of each request before it closes
+
+
+@dataclass
+class Upstream:
+    """What the server serves, and what it was asked (path and Range header of each request)."""
+
+    body: bytes
+    url: str = ""
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+    cut_once: bool = True  # /cut.pt stops after CUT bytes on the first request only
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    upstream: Upstream
+
+    def do_GET(self) -> None:
+        upstream = self.upstream
+        asked = self.headers.get("Range")
+        upstream.requests.append((self.path, asked))
+        body = upstream.body
+        if self.path == "/missing.pt":
+            self._send(404, b"not here")
+        elif self.path == "/redirect.pt":
+            self.send_response(302)
+            self.send_header("Location", "/file.pt")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/norange.pt" or asked is None:
+            if self.path == "/truncated.pt":
+                self._send(200, body, send=SHORT)
+            elif self.path == "/cut.pt" and upstream.cut_once:
+                upstream.cut_once = False
+                self._send(200, body, send=CUT)
+            else:
+                self._send(200, body)
+        else:
+            start = int(asked.removeprefix("bytes=").removesuffix("-"))
+            if start >= len(body):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(body)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+            self.send_header("Content-Length", str(len(body) - start))
+            self.end_headers()
+            rest = body[start:]
+            self.wfile.write(rest[:SHORT] if self.path == "/truncated.pt" else rest)
+            if self.path == "/truncated.pt":
+                self.close_connection = True
+
+    def _send(self, status: int, body: bytes, *, send: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body if send is None else body[:send])
+        if send is not None:
+            self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def checkpoint_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return small_checkpoint(tmp_path_factory.mktemp("weights") / "made.pt").read_bytes()
+
+
+@pytest.fixture
+def upstream(checkpoint_bytes: bytes) -> Iterator[Upstream]:
+    served = Upstream(checkpoint_bytes)
+    handler = type("Handler", (_Handler,), {"upstream": served})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    served.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield served
+    server.shutdown()
+    server.server_close()
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fetch(upstream: Upstream, models: Path, path: str, sha256: str | None = None):
+    return weights_fetch(
+        url=upstream.url + path,
+        destination=models / "sam2.1_hiera_tiny.pt",
+        sha256=sha256 or sha(upstream.body),
+    )
+
+
+def test_a_whole_fetch(upstream: Upstream, tmp_path: Path) -> None:
+    path = fetch(upstream, tmp_path, "/file.pt")
+
+    assert path.read_bytes() == upstream.body
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sam2.1_hiera_tiny.pt"]
+    assert upstream.requests == [("/file.pt", None)]
+
+
+def test_a_fetch_cut_off_resumes_where_it_stopped(upstream: Upstream, tmp_path: Path) -> None:
+    path = fetch(upstream, tmp_path, "/cut.pt")
+
+    assert path.read_bytes() == upstream.body
+    assert upstream.requests == [("/cut.pt", None), ("/cut.pt", f"bytes={CUT}-")]
+
+
+def test_a_part_left_by_an_earlier_run_is_resumed(upstream: Upstream, tmp_path: Path) -> None:
+    (tmp_path / "sam2.1_hiera_tiny.pt.part").write_bytes(upstream.body[:1000])
+
+    path = fetch(upstream, tmp_path, "/file.pt")
+
+    assert path.read_bytes() == upstream.body
+    assert upstream.requests == [("/file.pt", "bytes=1000-")]
+
+
+def test_a_server_without_ranges_sends_it_all_again(upstream: Upstream, tmp_path: Path) -> None:
+    (tmp_path / "sam2.1_hiera_tiny.pt.part").write_bytes(upstream.body[:1000])
+
+    path = fetch(upstream, tmp_path, "/norange.pt")
+
+    assert path.read_bytes() == upstream.body
+    assert upstream.requests == [("/norange.pt", "bytes=1000-")]
+
+
+def test_a_redirect_is_followed(upstream: Upstream, tmp_path: Path) -> None:
+    path = fetch(upstream, tmp_path, "/redirect.pt")
+
+    assert path.read_bytes() == upstream.body
+    assert upstream.requests == [("/redirect.pt", None), ("/file.pt", None)]
+
+
+def test_a_404_says_so_and_leaves_nothing(upstream: Upstream, tmp_path: Path) -> None:
+    with pytest.raises(WeightsError) as error:
+        fetch(upstream, tmp_path, "/missing.pt")
+
+    assert str(error.value) == f"{upstream.url}/missing.pt: HTTP 404 Not Found"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wrong_checksum_removes_the_download(upstream: Upstream, tmp_path: Path) -> None:
+    official = official_find("tiny").sha256
+
+    with pytest.raises(WeightsError) as error:
+        fetch(upstream, tmp_path, "/file.pt", sha256=official)
+
+    assert str(error.value) == (
+        f"checksum mismatch: expected SHA-256 {official}, the {len(upstream.body)} bytes that"
+        f" came have {sha(upstream.body)}; the download was removed"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_body_that_always_stops_short_is_kept_for_the_next_run(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    # given a server that closes every response early
+    with pytest.raises(WeightsError) as error:
+        fetch(upstream, tmp_path, "/truncated.pt")
+
+    # then four tries are made, each resuming the last, and what came is kept
+    part = tmp_path / "sam2.1_hiera_tiny.pt.part"
+    assert str(error.value) == (
+        f"{upstream.url}/truncated.pt: the connection failed 4 times (ChunkedEncodingError);"
+        f" {4 * SHORT} bytes are kept in {part}, run the command again to resume"
+    )
+    assert [asked for _, asked in upstream.requests] == [
+        None,
+        f"bytes={SHORT}-",
+        f"bytes={2 * SHORT}-",
+        f"bytes={3 * SHORT}-",
+    ]
+    assert part.read_bytes() == upstream.body[: 4 * SHORT]
+
+    # and the next run, from a server that sends it all, takes up from there
+    path = fetch(upstream, tmp_path, "/file.pt")
+    assert path.read_bytes() == upstream.body
+    assert upstream.requests[-1] == ("/file.pt", f"bytes={4 * SHORT}-")
+
+
+def test_a_file_that_is_not_a_checkpoint_is_removed(upstream: Upstream, tmp_path: Path) -> None:
+    upstream.body = b"<html>a login page</html>"
+
+    with pytest.raises(WeightsError) as error:
+        fetch(upstream, tmp_path, "/file.pt")
+
+    assert str(error.value).startswith(
+        "the download is not a SAM 2 checkpoint (sam2.1_hiera_tiny.pt.part: cannot be read as a"
+        " PyTorch checkpoint"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_list_shows_what_is_here(tmp_path: Path) -> None:
+    (tmp_path / "sam2.1_hiera_small.pt").write_bytes(b"x")
+    (tmp_path / "sam2_hiera_large.pt.part").write_bytes(b"x" * 10)
+
+    rows = {
+        (row.checkpoint.version, row.checkpoint.size): row
+        for row in weights_list(models_dir=tmp_path)
+    }
+
+    assert len(rows) == 8
+    assert [key for key, row in rows.items() if row.present] == [("2.1", "small")]
+    assert {key: row.partial_bytes for key, row in rows.items() if row.partial_bytes} == {
+        ("2.0", "large"): 10
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "file_name"),
+    [
+        ("tiny", "sam2.1_hiera_tiny.pt"),
+        ("base_plus", "sam2.1_hiera_base_plus.pt"),
+        ("sam2.1_hiera_large", "sam2.1_hiera_large.pt"),
+        ("sam2_hiera_small", "sam2_hiera_small.pt"),
+    ],
+)
+def test_a_setting_names_an_official_file(name: str, file_name: str, tmp_path: Path) -> None:
+    (tmp_path / file_name).write_bytes(b"x")
+
+    assert checkpoint_resolve(name, tmp_path) == tmp_path / file_name
+
+
+def test_a_missing_named_checkpoint_says_how_to_fetch_it(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as error:
+        checkpoint_resolve("sam2_hiera_tiny", tmp_path)
+
+    assert str(error.value) == (
+        f"SAM 2 checkpoint 'sam2_hiera_tiny' is not in {tmp_path}: fetch it with"
+        " `python manage.py sam2_weights fetch tiny --version 2.0`"
+    )
+
+
+def test_official_urls() -> None:
+    assert official_find("base_plus").url() == (
+        "https://dl.fbaipublicfiles.com/segment_anything_2/092824/sam2.1_hiera_base_plus.pt"
+    )
+    assert official_find("base_plus", "2.0").url("huggingface") == (
+        "https://huggingface.co/facebook/sam2-hiera-base-plus/resolve/main/sam2_hiera_base_plus.pt"
+    )
+    assert official_named("large") == official_find("large", "2.1")
+    assert official_named("sam2_hiera_large") == official_find("large", "2.0")
+    assert official_named("huge") is None
+
+
+def test_fetched_by_name_the_server_segments_with_it(upstream: Upstream, tmp_path: Path) -> None:
+    # given the command run with a mirror's URL and the checksum of the file it serves
+    var, videos = tmp_path / "var", tmp_path / "videos"
+    videos.mkdir()
+    write_mp4(make_video(6), videos / "short.mp4")
+    env = project_env(var)
+    fetched = manage(
+        "sam2_weights",
+        "fetch",
+        "tiny",
+        "--url",
+        f"{upstream.url}/cut.pt",
+        "--sha256",
+        sha(upstream.body),
+        env=env,
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    assert fetched.stdout.splitlines() == [
+        f"fetching {upstream.url}/cut.pt",
+        f"{var / 'models' / 'sam2.1_hiera_tiny.pt'}: verified; use it with"
+        " SEGMENTATION_ENGINE=sam2 SAM2_CHECKPOINT=tiny",
+    ]
+    listed = manage("sam2_weights", "list", env=env)
+    assert "2.1  tiny       sam2.1_hiera_tiny.pt         156.0 MB  present" in listed.stdout
+
+    # when the server starts with the checkpoint named by its size
+    settings = {"SEGMENTATION_ENGINE": "sam2", "SAM2_CHECKPOINT": "tiny"}
+    assert manage("migrate", "--noinput", env=project_env(var, **settings)).returncode == 0
+    assert manage("import_videos", str(videos), env=project_env(var, **settings)).returncode == 0
+    with running_server(var, **settings) as server:
+        assert requests.get(f"{server}/healthz", timeout=10).json()["engine"] == "sam2"
+        session_id = start_session(server, "gallery/short.mp4")
+        clicked = graphql(
+            server,
+            "mutation($input: AddPointsInput!) {"
+            " addPoints(input: $input) { frameIndex rleMaskList { objectId rleMask { size } } } }",
+            input={
+                "sessionId": session_id,
+                "frameIndex": 0,
+                "clearOldPoints": True,
+                "objectId": 1,
+                "labels": [1],
+                "points": [[0.3, 0.5]],
+            },
+        )
+
+    # then a click is answered by SAM 2 from the fetched file
+    assert clicked == {
+        "data": {
+            "addPoints": {
+                "frameIndex": 0,
+                "rleMaskList": [{"objectId": 1, "rleMask": {"size": [HEIGHT, WIDTH]}}],
+            }
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "message"),
+    [
+        (
+            "tiny",
+            "FileNotFoundError: SAM 2 checkpoint 'tiny' is not in {models}: fetch it with"
+            " `python manage.py sam2_weights fetch tiny`",
+        ),
+        ("/nowhere/sam2.pt", "FileNotFoundError: checkpoint /nowhere/sam2.pt does not exist"),
+    ],
+)
+def test_start_up_without_the_file_says_how_to_get_it(
+    checkpoint: str, message: str, tmp_path: Path
+) -> None:
+    env = project_env(tmp_path, SEGMENTATION_ENGINE="sam2", SAM2_CHECKPOINT=checkpoint)
+
+    started = server_import(env)
+    listed = manage("sam2_weights", "list", env=env)
+
+    # the server stops at its start; the command that fetches the file still runs
+    assert started.returncode == 1
+    assert started.stderr.splitlines()[-1] == message.format(models=tmp_path / "models")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0] == f"models folder: {tmp_path / 'models'}"
