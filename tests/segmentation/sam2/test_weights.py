@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ import pytest
 import requests
 
 from segmentation.engines.sam2.catalogue import checkpoint_resolve, official_find, official_named
+from segmentation.services import sam2_weights
 from segmentation.services.sam2_weights import CHUNK, WeightsError, weights_fetch, weights_list
 from tests.conftest import manage, project_env, running_server, server_import
 from tests.segmentation.sam2.small import small_checkpoint
@@ -353,3 +355,20 @@ def test_start_up_without_the_file_says_how_to_get_it(
     assert started.stderr.splitlines()[-1] == message.format(models=tmp_path / "models")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines()[0] == f"models folder: {tmp_path / 'models'}"
+
+
+def test_a_disk_without_room_is_found_before_any_byte_is_written(
+    upstream: Upstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a disk whose free space is all the margin the command keeps
+    free = shutil.disk_usage(tmp_path).free
+    monkeypatch.setattr(sam2_weights, "SPARE_BYTES", free)
+
+    with pytest.raises(WeightsError) as error:
+        fetch(upstream, tmp_path, "/file.pt")
+
+    assert str(error.value).startswith(
+        f"not enough free disk space in {tmp_path}: the download needs"
+        f" {len(upstream.body) / 1e6:.1f} MB and {free / 1e6:.0f} MB to spare, "
+    )
+    assert list(tmp_path.iterdir()) == []
