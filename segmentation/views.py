@@ -33,6 +33,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from segmentation.errors import ErrorCode, SegmentationError
+from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
 from segmentation.services.session_router import session_annotations, session_propagation
@@ -108,7 +109,8 @@ def gallery_page(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def annotate_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "segmentation/annotate.html", {"nav": "segment"})
+    context = {"nav": "segment", "engine": engine_describe()}
+    return render(request, "segmentation/annotate.html", context)
 
 
 ERROR_STATUS = {ErrorCode.VIDEO_NOT_FOUND: 404, ErrorCode.SESSION_NOT_FOUND: 404}

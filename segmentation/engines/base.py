@@ -130,6 +130,10 @@ class Engine(abc.ABC):
     def open(self, frames: FrameSource) -> VideoState:
         """A new per-video state over ``frames``, with no prompts."""
 
+    def describe(self) -> str:
+        """What answers, in a few words for people: the engine, its model and where it runs."""
+        return self.name
+
 
 class VideoState(abc.ABC):
     """One video's prompts and results. Not thread-safe: callers serialize operations on a state

@@ -85,6 +85,9 @@ class ClassicEngine(Engine):
     def open(self, frames: FrameSource) -> ClassicVideoState:
         return ClassicVideoState(frames, self.options)
 
+    def describe(self) -> str:
+        return "classic: no weights, CPU"
+
 
 @dataclass(frozen=True)
 class Anchor:

@@ -143,6 +143,16 @@ class Sam2Engine(Engine):
         if self.options.compile:
             self.encode = model_compile(self.model, self.options.compile_mode)
 
+    def describe(self) -> str:
+        """``SAM 2.1 base_plus on cuda:0``; a model of no official size is ``custom``."""
+        config = self.model.config
+        stem = next((name for name, known in MODEL_SIZES.items() if known == config), "")
+        size = stem.partition("_hiera_")[2] or "custom"
+        device = self.device
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        return f"SAM {config.version} {size} on {device}"
+
     def open(self, frames: FrameSource) -> Sam2VideoState:
         return Sam2VideoState(frames, self)
 

@@ -305,6 +305,8 @@ def test_fetched_by_name_the_server_segments_with_it(upstream: Upstream, tmp_pat
     assert manage("import_videos", str(videos), env=project_env(var, **settings)).returncode == 0
     with running_server(var, **settings) as server:
         assert requests.get(f"{server}/healthz", timeout=10).json()["engine"] == "sam2"
+        annotator = requests.get(f"{server}/annotate/", timeout=10).text
+        assert '">Engine: SAM 2.1 custom on cpu</span>' in annotator
         session_id = start_session(server, "gallery/short.mp4")
         clicked = graphql(
             server,
