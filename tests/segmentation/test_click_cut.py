@@ -1,4 +1,4 @@
-"""Clicks on one frame (segmentation/engines/click_cut.py), on a drawn picture with known
+"""Clicks on one frame (segmentation/engines/classic/click_cut.py), on a drawn picture with known
 shapes: two red discs and a blue square on a grainy grey floor."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from segmentation.engines.click_cut import REACH, Click, Terrain, cut_clicks
+from segmentation.engines.classic.click_cut import REACH, Click, Terrain, cut_clicks
 
 HEIGHT, WIDTH = 180, 320
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from segmentation.engines.cutout import COLOUR_LIMIT, EvidenceMap, colour_model
-from segmentation.engines.graphcut import mixture_log_likelihood
+from segmentation.engines.classic.cutout import COLOUR_LIMIT, EvidenceMap, colour_model
+from segmentation.engines.classic.graphcut import mixture_log_likelihood
 
 
 def two_colour_frame() -> tuple[np.ndarray, np.ndarray]:

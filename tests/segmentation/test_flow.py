@@ -1,12 +1,12 @@
-"""Moving masks between frames (segmentation/engines/flow.py): a textured disc that slides over
-a still textured floor."""
+"""Moving masks between frames (segmentation/engines/classic/flow.py): a textured disc that slides
+over a still textured floor."""
 
 from __future__ import annotations
 
 import cv2
 import numpy as np
 
-from segmentation.engines.flow import FlowWarp, object_motion, warp, warp_rigid
+from segmentation.engines.classic.flow import FlowWarp, object_motion, warp, warp_rigid
 from segmentation.evaluation.metrics import region_similarity
 
 HEIGHT, WIDTH = 180, 240

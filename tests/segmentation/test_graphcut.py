@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from segmentation.engines.cutout import COMPONENTS, COVARIANCE_FLOOR, fit_mixture
-from segmentation.engines.graphcut import cut, mixture_log_likelihood
+from segmentation.engines.classic.cutout import COMPONENTS, COVARIANCE_FLOOR, fit_mixture
+from segmentation.engines.classic.graphcut import cut, mixture_log_likelihood
 from tests.conftest import ROOT
 
 REGRESSIONS = ROOT.parent / "shared" / "data" / "regressions"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from segmentation.engines.cutout import EvidenceMap, colour_model
-from segmentation.engines.local_colour import EdgeModels
+from segmentation.engines.classic.cutout import EvidenceMap, colour_model
+from segmentation.engines.classic.local_colour import EdgeModels
 
 
 def square_frame() -> tuple[np.ndarray, np.ndarray]:

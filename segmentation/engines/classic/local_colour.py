@@ -15,7 +15,7 @@ also say "object" took tennis from 0.79 to 0.63 first-mask J&F (and the mean fro
 0.694): windows that had learned the player's skin against other colours took the clay court
 between his legs.
 
-Works at the engine's working size, like :mod:`~segmentation.engines.cutout`.
+Works at the engine's working size, like :mod:`~segmentation.engines.classic.cutout`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from segmentation.engines.cutout import COLOUR_LIMIT, fit_mixture
-from segmentation.engines.graphcut import mixture_log_likelihood
+from segmentation.engines.classic.cutout import COLOUR_LIMIT, fit_mixture
+from segmentation.engines.classic.graphcut import mixture_log_likelihood
 
 RADIUS = 3  # a window's half-size, in bands: it sees the band on both sides and beyond
 MIN_SIDE = 20  # pixels of the object and of the rest a window needs to learn from

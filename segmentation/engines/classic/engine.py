@@ -1,11 +1,11 @@
 """The weight-free default engine: graph cuts from clicks, optical flow to propagate.
 
-- Clicks act one by one through :func:`~segmentation.engines.click_cut.cut_clicks`, each correcting
-  the mask the earlier ones left. The frame becomes an anchor for the object, holding its clicks
-  and mask (and, once propagation needs them, the colour models learned there). When the frame
-  had a propagated mask before its first click, the clicks correct that mask. A new list of
-  clicks that extends the anchor's only applies the new ones (the SAM 2 demo resends every click
-  each time); any other list is replayed from the start.
+- Clicks act one by one through :func:`~segmentation.engines.classic.click_cut.cut_clicks`, each
+  correcting the mask the earlier ones left. The frame becomes an anchor for the object, holding
+  its clicks and mask (and, once propagation needs them, the colour models learned there). When
+  the frame had a propagated mask before its first click, the clicks correct that mask. A new
+  list of clicks that extends the anchor's only applies the new ones (the SAM 2 demo resends
+  every click each time); any other list is replayed from the start.
 - Propagation carries each object's mask to the next frame both along DIS optical flow and by
   the object's motion as a whole (a similarity transform fitted to its flow), and re-cuts a band
   around the union (widened by where the object was in the last three frames) with a graph cut
@@ -39,17 +39,17 @@ import cv2
 import numpy as np
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
-from segmentation.engines.click_cut import Click, Terrain, cut_clicks, prior_seed
-from segmentation.engines.cutout import (
+from segmentation.engines.classic.click_cut import Click, Terrain, cut_clicks, prior_seed
+from segmentation.engines.classic.cutout import (
     ColourModel,
     EvidenceMap,
     colour_model,
     crop_box,
     cut_in_band,
 )
-from segmentation.engines.flow import PRESETS, FlowWarp, object_motion, warp, warp_rigid
+from segmentation.engines.classic.flow import PRESETS, FlowWarp, object_motion, warp, warp_rigid
+from segmentation.engines.classic.local_colour import EdgeModels
 from segmentation.engines.frames import FrameSource
-from segmentation.engines.local_colour import EdgeModels
 
 
 @dataclass(frozen=True)

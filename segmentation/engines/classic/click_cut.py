@@ -8,8 +8,8 @@ Clicks act one at a time, each on the mask the ones before it left:
   where the pixels a negative click marks weigh as a fixed share: they are the colours the
   person said are not the object, however few) and by where it lies: geodesically nearer the
   positive clicks than the negative ones and the frame's edge, on a cost that rises steeply
-  across colour edges, is likelier object. A graph cut (:mod:`~segmentation.engines.graphcut`)
-  settles the two; a click's own pixels are fixed.
+  across colour edges, is likelier object. A graph cut
+  (:mod:`~segmentation.engines.classic.graphcut`) settles the two; a click's own pixels are fixed.
 - After the first click, a click only changes the mask where it was put: a positive click adds
   the part of the new cut around it (within reach of the object's size), a negative click
   removes the part of the mask around it that the new cut gave up. So a click never undoes what
@@ -33,9 +33,9 @@ import cv2
 import numpy as np
 from skimage.graph import MCP_Geometric
 
-from segmentation.engines.cutout import COLOUR_LIMIT, MIXTURE_SAMPLE, crop_box, fit_mixture
-from segmentation.engines.graphcut import cut as graph_cut
-from segmentation.engines.graphcut import mixture_log_likelihood
+from segmentation.engines.classic.cutout import COLOUR_LIMIT, MIXTURE_SAMPLE, crop_box, fit_mixture
+from segmentation.engines.classic.graphcut import cut as graph_cut
+from segmentation.engines.classic.graphcut import mixture_log_likelihood
 
 EDGE_SEED_STEP = 2  # every 2nd pixel (at half size) of the frame's edge seeds the background
 PLACE_WEIGHT = 4.0  # the weight of where a pixel lies relative to the clicks

@@ -7,11 +7,11 @@ on boolean masks of that size.
   (:func:`fit_mixture`), so the same input always gives the same mask.
 - Propagation (:func:`cut_in_band`) trusts a mask carried from the previous frame deep inside and
   far outside, and re-cuts a band around its edge with a graph cut
-  (:mod:`~segmentation.engines.graphcut`) that adds a prior for the carried shape to the colours.
-  Cuts run in a crop around the region they may change, as their cost grows with the pixels
+  (:mod:`~segmentation.engines.classic.graphcut`) that adds a prior for the carried shape to the
+  colours. Cuts run in a crop around the region they may change, as their cost grows with the pixels
   they see.
 
-Clicks are cut in :mod:`~segmentation.engines.click_cut`.
+Clicks are cut in :mod:`~segmentation.engines.classic.click_cut`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from segmentation.engines.graphcut import cut as graph_cut
-from segmentation.engines.graphcut import mixture_log_likelihood
+from segmentation.engines.classic.graphcut import cut as graph_cut
+from segmentation.engines.classic.graphcut import mixture_log_likelihood
 
 if TYPE_CHECKING:
-    from segmentation.engines.local_colour import EdgeModels
+    from segmentation.engines.classic.local_colour import EdgeModels
 
 COMPONENTS = 5  # GrabCut's mixtures: 5 components x (1 weight + 3 means + 9 covariances)
 COVARIANCE_FLOOR = 1.0  # added to the diagonal, so a flat colour still has a volume
@@ -111,7 +111,7 @@ def cut_in_band(
     deeper than ``band`` inside ``sure`` (default: ``carried``) stay in. ``model`` may come as an
     :class:`EvidenceMap` of it on ``image``, to reuse what was already worked out there.
     ``edges``, colour models of stretches of the object's edge, may veto the global colours
-    where the cut is free (:mod:`~segmentation.engines.local_colour`)."""
+    where the cut is free (:mod:`~segmentation.engines.classic.local_colour`)."""
     if not carried.any():
         return carried
     kernel = disk(band)
