@@ -1,7 +1,8 @@
 """The SAM 2 network and its checkpoints, on the CPU with a small random configuration.
 
 Numerical parity with the reference implementation (``sam2==1.1.0``) is measured outside the
-repository (see the README); these tests hold the shapes, the file format and the errors.
+repository (benchmarks/sam2_parity.py, docs/engines.md); these tests hold the shapes, the file
+format and the errors.
 """
 
 from __future__ import annotations

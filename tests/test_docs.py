@@ -1,0 +1,57 @@
+"""The README and docs/ point at things that exist: every relative link and anchor resolves, and
+every ``manage.py`` command and ``make`` target they name is there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import get_commands
+
+from tests.conftest import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+CODE = re.compile(r"```.*?```|`[^`\n]+`", re.DOTALL)
+MANAGE = re.compile(r"manage\.py ([a-z0-9_]+)")
+MAKE = re.compile(r"(?:^|[\s(;&|`])make ([a-z][a-z-]*)", re.MULTILINE)
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = CODE.sub("", page.read_text())
+    return {slug(line.lstrip("#")) for line in text.splitlines() if re.match(r"#{1,6} ", line)}
+
+
+def make_targets() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    return set(re.findall(r"^([a-z][a-z-]*):", makefile, re.MULTILINE))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
+    broken = []
+    for target in LINK.findall(CODE.sub("", page.read_text())):
+        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists() or (
+            anchor and linked.suffix == ".md" and anchor not in anchors(linked)
+        ):
+            broken.append(target)
+    assert broken == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_command_and_target_named_exists(page: Path) -> None:
+    code = "\n".join(CODE.findall(page.read_text()))
+    commands = set(MANAGE.findall(code)) - set(get_commands())
+    targets = set(MAKE.findall(code)) - make_targets()
+    assert (commands, targets) == (set(), set())
