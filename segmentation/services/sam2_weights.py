@@ -98,7 +98,9 @@ def _download(session: requests.Session, url: str, part: Path, progress: Progres
             part.unlink()  # it is not a prefix of this file
             return _download(session, url, part, progress)
         if response.status_code == 206 and _range_start(response) != have:
-            part.unlink()
+            if not have:
+                raise WeightsError(f"{url}: a part of the file came where all of it was asked for")
+            part.unlink()  # the server answered another range: start again, asking for all
             return _download(session, url, part, progress)
         if response.status_code == 206:
             mode = "ab"

@@ -15,8 +15,10 @@ URLs):
   and sizes of all four); the same hashes are pinned against Meta's URLs in micro-sam
   (``micro_sam/v2/util.py``).
 - SHA-256 and sizes of the SAM 2.0 files: the Git LFS pointers of huggingface.co/facebook/sam2-
-  hiera-tiny, -small and -base-plus, and of huggingface.co/merve/sam2-hiera-base-plus and -large
-  (sizes of base_plus and large); the same hashes are pinned against Meta's URLs in micro-sam.
+  hiera-tiny (hash and size), -small and -base-plus (hashes), and of the mirrors
+  huggingface.co/merve/sam2-hiera-base-plus and -large (hashes and sizes); the same hashes are
+  pinned against Meta's URLs in micro-sam, and all four sizes are checked against Meta's URLs in
+  download scripts of other projects (small's size is known from those only).
 """
 
 from __future__ import annotations
