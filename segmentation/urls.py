@@ -11,6 +11,7 @@ from segmentation.views import (
     masks_archive,
     media_file,
     propagate_in_video,
+    session_engine_view,
 )
 
 urlpatterns = [
@@ -20,6 +21,7 @@ urlpatterns = [
     path("annotations/masks.zip", masks_archive, name="masks_archive"),
     path("propagate_in_video", propagate_in_video, name="propagate_in_video"),
     path("annotations/<str:session_id>.json", annotations_export, name="annotations_export"),
+    path("sessions/<str:session_id>/engine", session_engine_view, name="session_engine"),
     # MEDIA_URL reads "/media/" at run time (Django adds the script prefix); routes have no "/".
     path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", media_file, name="media"),
 ]

@@ -36,7 +36,11 @@ from segmentation.errors import ErrorCode, SegmentationError
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
-from segmentation.services.session_router import session_annotations, session_propagation
+from segmentation.services.session_router import (
+    session_annotations,
+    session_engine,
+    session_propagation,
+)
 from segmentation.services.sessions import PropagatedFrame
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -161,6 +165,15 @@ def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
     response = JsonResponse(data)
     response["Content-Disposition"] = f'attachment; filename="annotations-{session_id}.json"'
     return response
+
+
+@require_safe
+def session_engine_view(request: HttpRequest, session_id: str) -> HttpResponse:
+    """``GET /sessions/<session_id>/engine``: ``{"engine"}``, what answers the session."""
+    try:
+        return JsonResponse({"engine": session_engine(session_id=session_id)})
+    except SegmentationError as error:
+        return _error(404, error.code, str(error))
 
 
 @csrf_exempt

@@ -38,6 +38,11 @@ def session_close(*, session_id: str) -> bool:
     return _call("close", session_id=session_id)
 
 
+def session_engine(*, session_id: str) -> str:
+    """What answers the session, in a few words (the engine of the worker that holds it)."""
+    return _call("engine", session_id=session_id)
+
+
 def session_ping(*, session_id: str) -> bool:
     return _call("ping", session_id=session_id)
 

@@ -167,6 +167,13 @@ def _session_free(session: Session) -> None:
         threading.Thread(target=free, name="session-free", daemon=True).start()
 
 
+def session_engine(*, session_id: str) -> str:
+    """What answers the session (:meth:`Engine.describe`): this process's engine, which with
+    inference workers is the worker's that holds the session."""
+    session_registry().get(session_id)  # SessionNotFound when it is not here
+    return engine_get().describe()
+
+
 def session_ping(*, session_id: str) -> bool:
     """Keep a session alive; ``True`` while it lives, ``False`` once closed or expired."""
     return session_registry().touch(session_id)

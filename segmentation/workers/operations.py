@@ -55,6 +55,7 @@ OPERATIONS: dict[str, Callable[..., object]] = {
     "remove_object": _remove_object,
     "cancel_propagation": sessions.session_cancel_propagation,
     "annotations": sessions.session_annotations,
+    "engine": sessions.session_engine,
 }
 
 _ERRORS = {

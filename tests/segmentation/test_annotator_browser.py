@@ -91,7 +91,10 @@ def farthest(region: np.ndarray, away_from: tuple[int, int]) -> tuple[int, int]:
 
 
 def test_click_propagate_cancel_play_export_import(server, page, tmp_path: Path) -> None:
-    session_id = open_default_video(server, page)
+    # the page asks what answers its session once it has one (with workers, each its own)
+    with page.expect_response(lambda response: response.url.endswith("/engine")) as named:
+        session_id = open_default_video(server, page)
+    assert named.value.url == f"{server}/sessions/{session_id}/engine"
     assert page.text_content("#video-name") == "default.mp4"
     assert page.text_content("#frame-label") == f"1 / {FRAMES}"
     assert page.text_content("#engine") == "Engine: classic: no weights, CPU"

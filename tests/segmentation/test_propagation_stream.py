@@ -164,6 +164,19 @@ def test_cancel_stops_the_stream_within_a_frame(server: str) -> None:
         assert [h["Frame-Current"] for h, _ in parts(response)][:3] == ["237", "238", "239"]
 
 
+def test_a_session_names_the_engine_that_answers_it(server: str) -> None:
+    session_id = start_session(server, "gallery/short.mp4")
+
+    named = requests.get(f"{server}/sessions/{session_id}/engine", timeout=10)
+    unknown = requests.get(f"{server}/sessions/nowhere/engine", timeout=10)
+
+    assert (named.status_code, named.json()) == (200, {"engine": "classic: no weights, CPU"})
+    assert (unknown.status_code, unknown.json()) == (
+        404,
+        {"error": "no session with id 'nowhere'", "code": "SESSION_NOT_FOUND"},
+    )
+
+
 def test_a_client_that_leaves_frees_the_session(server: str) -> None:
     session_id = start_session(server, "gallery/long.mp4")
     click(server, session_id, 1, 0)

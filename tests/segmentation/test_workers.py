@@ -321,3 +321,20 @@ async def _announce_full(prefix: str) -> None:
     registry = WorkerRegistry(connection, prefix=prefix, ttl_seconds=5)
     await registry.announce(full.with_load(2, 0, draining=False))
     await connection.aclose()
+
+
+def test_the_annotator_names_the_engine_of_the_worker_holding_the_session(layout):
+    fronts, _, _ = layout
+    session_id = start_session(fronts[0], "gallery/short.mp4")
+
+    page = requests.get(f"{fronts[1]}/annotate/", timeout=10).text
+    named = requests.get(f"{fronts[1]}/sessions/{session_id}/engine", timeout=10)
+    closed = graphql(fronts[0], CLOSE, input={"sessionId": session_id})
+    gone = requests.get(f"{fronts[1]}/sessions/{session_id}/engine", timeout=10)
+
+    # the page is drawn naming none (this process holds no engine); the session's worker names
+    # its own, through either web process, until the session is closed
+    assert '">Engine: inference workers</span>' in page
+    assert (named.status_code, named.json()) == (200, {"engine": "classic: no weights, CPU"})
+    assert closed["data"]["closeSession"]["success"] is True
+    assert (gone.status_code, gone.json()["code"]) == (404, "SESSION_NOT_FOUND")

@@ -36,6 +36,7 @@ const Q = {
 
 const $ = (id) => document.getElementById(id);
 const ui = {
+  engine: $("engine"),
   editor: $("editor"),
   name: $("video-name"),
   message: $("message"),
@@ -115,6 +116,13 @@ async function startSession() {
   const data = await graphql(Q.start, { input: { path: state.video.path } });
   state.sessionId = data.startSession.sessionId;
   ui.editor.dataset.sessionId = state.sessionId;
+  showEngine(state.sessionId);
+}
+
+// With inference workers each session has its own (the page was drawn naming none).
+async function showEngine(sessionId) {
+  const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/engine`);
+  if (response.ok) ui.engine.textContent = `Engine: ${(await response.json()).engine}`;
 }
 
 async function reopen() {
