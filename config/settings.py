@@ -140,7 +140,7 @@ SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "classic")
 SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
 # Where `manage.py sam2_weights fetch` puts the official SAM 2 checkpoints, and where
 # SAM2_CHECKPOINT=tiny (a size, or an official file's stem) finds them.
-SAM2_MODELS_DIR = Path(env_str("SAM2_MODELS_DIR", str(VAR_DIR / "models"))).resolve()
+SAM2_MODELS_DIR = Path(env_str("SAM2_MODELS_DIR", "") or VAR_DIR / "models").resolve()
 if SEGMENTATION_ENGINE == "sam2":
     # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_COMPILE, SAM2_COMPILE_MODE;
     # SEGMENTATION_ENGINE_OPTIONS wins.
