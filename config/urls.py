@@ -6,11 +6,13 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
+from config.docs_pages import docs_page
 from config.graphql import ApiView
 from config.healthz import healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("docs/<slug:name>.md", docs_page, name="docs_page"),
     # Cross-origin API clients (the SAM 2 demo frontend) send no CSRF token.
     path("graphql", csrf_exempt(ApiView.as_view(graphiql=True)), name="graphql"),
     path("admin/", admin.site.urls),

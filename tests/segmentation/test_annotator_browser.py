@@ -98,6 +98,7 @@ def test_click_propagate_cancel_play_export_import(server, page, tmp_path: Path)
     assert page.text_content("#video-name") == "default.mp4"
     assert page.text_content("#frame-label") == f"1 / {FRAMES}"
     assert page.text_content("#engine") == "Engine: classic: no weights, CPU"
+    assert page.get_attribute("#switch-engine", "href") == "/docs/engines.md"
     page.shot("editor")
 
     # a click on the blue box of frame 0 gives a mask, drawn where the server's mask is
