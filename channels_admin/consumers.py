@@ -15,7 +15,13 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from channels_admin.services.stream import STATUS_GROUP, stream_hub, viewer_status
+from channels_admin.admission import RETRY_AFTER_SEC
+from channels_admin.services.stream import (
+    STATUS_GROUP,
+    stream_admission,
+    stream_hub,
+    viewer_status,
+)
 from channels_admin.test_pattern import PatternOptions, test_pattern_chunks
 from config.backpressure import WriteGate
 from config.blocking import iterate_in_thread
@@ -98,6 +104,11 @@ class TransportStreamConsumer(StreamingConsumer):
                 b"no channel selected: an administrator must pick one first",
                 headers=[TEXT, (b"Retry-After", b"5")],
             )
+            return None
+        refusal = stream_admission().refusal(hub.viewers)
+        if refusal is not None:
+            retry = str(RETRY_AFTER_SEC).encode()
+            await self.send_response(503, refusal.encode(), headers=[TEXT, (b"Retry-After", retry)])
             return None
         self.subscription = hub.subscribe()
         return self.subscription.next_data

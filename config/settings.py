@@ -211,6 +211,8 @@ CHANNELS_VIEWER_BUFFER_BYTES = env_int("CHANNELS_VIEWER_BUFFER_KB", 1024, minimu
 CHANNELS_GOP_CACHE_BYTES = env_int("CHANNELS_GOP_CACHE_KB", 8192, minimum=0) * 1024
 CHANNELS_GOP_CACHE_SEC = env_int("CHANNELS_GOP_CACHE_SEC", 15, minimum=1)
 CHANNELS_HLS_MAX_BANDWIDTH = env_int("CHANNELS_HLS_MAX_BANDWIDTH", 0, minimum=1) or None
+# Viewers of /ts one server process carries at most; the next get 503 (unset or 0: no cap).
+CHANNELS_MAX_VIEWERS = env_int("CHANNELS_MAX_VIEWERS", 0, minimum=0) or None
 
 LOGGING = {
     "version": 1,

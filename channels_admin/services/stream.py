@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from channels_admin.admission import Admission
 from channels_admin.errors import ChannelNotFound, UnsupportedStream
 from channels_admin.hub import Hub, HubEvent, Upstream
 from channels_admin.models import Channel, Playlist, StreamState
@@ -30,6 +31,7 @@ STATUS_GROUP = "stream-status"
 _hub: Hub | None = None
 _hub_ready: asyncio.Lock | None = None
 _switch_listener: asyncio.Task[None] | None = None
+_admission: Admission | None = None
 
 
 async def stream_hub() -> Hub:
@@ -181,11 +183,30 @@ async def status_broadcast() -> None:
         await layer.group_send(STATUS_GROUP, {"type": "status.changed"})
 
 
+def stream_admission() -> Admission:
+    """This process's admission of /ts viewers (channels_admin/admission.py)."""
+    global _admission
+    if _admission is None:
+        _admission = Admission(max_viewers=settings.CHANNELS_MAX_VIEWERS)
+    return _admission
+
+
+async def viewer_counts() -> dict:
+    """``viewers``: every server process's; whether this process is ``refusing_viewers`` now,
+    and how many it has refused (``viewers_refused``) since it started."""
+    hub = await stream_hub()
+    admission = stream_admission()
+    return {
+        "viewers": await hub.viewers_total(),
+        "refusing_viewers": admission.refusing(hub.viewers),
+        "viewers_refused": admission.refused,
+    }
+
+
 async def viewer_status() -> dict:
     """What the public viewer page may know: no stream URL (it may carry credentials)."""
     status = await database_sync_to_async(_viewer_status)()
-    status["viewers"] = await (await stream_hub()).viewers_total()
-    return status
+    return {**status, **await viewer_counts()}
 
 
 def _viewer_status() -> dict:

@@ -97,6 +97,8 @@ async def test_default_playlist_plays_the_demo_channel_through_the_hub(server):
         "upstream_info": "",
         "playlist_version": 1,
         "viewers": 0,
+        "refusing_viewers": False,
+        "viewers_refused": 0,
     }
     assert response.status == 200
     assert len(decode_video(data)) >= 10
@@ -120,5 +122,7 @@ async def test_status_feed_is_read_only_and_answers_refresh(server):
         "upstream_info",
         "playlist_version",
         "viewers",
+        "refusing_viewers",
+        "viewers_refused",
     }
     assert "current_stream_url" not in answer

@@ -325,3 +325,54 @@ def test_a_viewer_that_reads_nothing_does_not_slow_the_others(server, upstream):
     assert all(gap > 1 for gap in gaps)
     packets_per_second = upstream.bitrate_bps / 8 / PACKET
     assert run[-1] > live_edge - 2 * packets_per_second
+
+
+@pytest.fixture
+def capped_server(upstream, tmp_path):
+    playlist = tmp_path / "channels.m3u"
+    playlist.write_text(playlist_for(upstream), encoding="utf-8")
+    with running_server(
+        tmp_path, CHANNELS_PLAYLIST_PATH=str(playlist), CHANNELS_MAX_VIEWERS="2"
+    ) as base_url:
+        yield base_url
+
+
+def test_past_the_cap_a_viewer_is_refused_at_once_and_the_others_keep_their_rate(
+    capped_server, upstream
+):
+    select(capped_server, "a")
+    wait_until(lambda: not status(capped_server)["transitioning"], what="first bytes")
+    admitted = [Viewer(capped_server, want=2_000_000) for _ in range(2)]
+    wait_until(lambda: status(capped_server)["viewers"] == 2, what="two viewers")
+
+    # the third is refused at once, and says when to come back
+    started = time.monotonic()
+    refused = requests.get(f"{capped_server}/ts", timeout=5)
+    answered = time.monotonic() - started
+    during = status(capped_server)
+
+    # the admitted two get the upstream's full rate: 2 MB of a 4 Mbit/s stream in about 4 s
+    for viewer in admitted:
+        viewer.join(timeout=15)
+    assert refused.status_code == 503
+    assert refused.headers["Retry-After"] == "10"
+    assert refused.text == "this server carries its most viewers (2): try again shortly"
+    assert answered < 1.0, answered
+    assert [len(viewer.data) >= viewer.want for viewer in admitted] == [True, True]
+    assert (during["viewers"], during["refusing_viewers"], during["viewers_refused"]) == (
+        2,
+        True,
+        1,
+    )
+
+    # once one leaves, there is room again
+    admitted[0].close()
+    wait_until(lambda: status(capped_server)["viewers"] == 1, what="one viewer left")
+    again = Viewer(capped_server, want=100_000)
+    again.join(timeout=10)
+    after = status(capped_server)
+    admitted[1].close()
+    again.close()
+    assert again.response.status == 200
+    assert len(again.data) >= 100_000
+    assert (after["refusing_viewers"], after["viewers_refused"]) == (True, 1)

@@ -50,6 +50,7 @@ http {{
         proxy_set_header Host $host;
         location = /ts {{
             proxy_pass http://web; proxy_http_version 1.1; proxy_buffering off;
+            proxy_next_upstream error timeout http_503;
         }}
         location ~ ^/(tv|api|admin)/ {{ proxy_pass http://web; }}
         location = /propagate_in_video {{
