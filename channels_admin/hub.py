@@ -223,6 +223,13 @@ class Hub:
             logger.warning("relay: could not count the viewers: %s", error)
             return self.viewers
 
+    def viewer_drops(self) -> dict[int, int]:
+        """Per viewer of this process (by its subscription's id), the bytes its buffer has
+        dropped: a viewer's writer that cannot keep up with the stream loses its oldest data."""
+        return {
+            id(subscription): subscription.dropped_bytes for subscription in self._subscriptions
+        }
+
     def subscribe(self) -> Subscription:
         """A new viewer, who starts at the current picture group's key frame when the GOP
         cache has one (so the first picture needs no wait), else at the live edge."""

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from channels_admin.admission import Admission
+from channels_admin.admission import Admission, LoadGuard
 from channels_admin.errors import ChannelNotFound, UnsupportedStream
 from channels_admin.hub import Hub, HubEvent, Upstream
 from channels_admin.models import Channel, Playlist, StreamState
@@ -68,6 +68,9 @@ async def stream_hub() -> Hub:
                 )
             if relay is not None:
                 _switch_listener = asyncio.create_task(relay.listen(_switch_followed))
+            guard = LoadGuard(hub.viewer_drops)
+            guard.start()
+            stream_admission().guard = guard
             _hub = hub
     return _hub
 
@@ -83,6 +86,10 @@ async def stream_hub_shutdown() -> None:
             await listener
     if hub is not None:
         await hub.close()
+    guard = stream_admission().guard
+    if guard is not None:
+        stream_admission().guard = None
+        await guard.stop()
 
 
 async def channel_switch(*, channel_id: str) -> Channel:
