@@ -176,12 +176,16 @@ DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup"}
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests that use this process's database ``database``: `make test` runs them a
-    second time on PostgreSQL. (Servers started by the tests keep their own SQLite.)"""
+    second time on PostgreSQL. (Servers started by the tests keep their own SQLite.) Put the
+    tests of ``evaluation`` runs last."""
     for item in items:
         if item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(
             getattr(item, "fixturenames", ())
         ):
             item.add_marker(pytest.mark.database)
+    # The tests of background evaluations last, so that those have the whole suite's idle time.
+    waiting = [item for item in items if item.get_closest_marker("evaluation")]
+    items[:] = [item for item in items if item not in waiting] + waiting
 
 
 @pytest.fixture
