@@ -7,38 +7,91 @@ nginx's ``limit_conn`` do. With several processes, a proxy in front tries the ne
 Two limits, either enough to refuse:
 
 - a fixed cap, ``CHANNELS_MAX_VIEWERS``;
-- a guard that needs no tuning (:class:`LoadGuard`): the process is refusing while its event
-  loop runs late (a viewer's writer waits that long for its turn) or while a share of its
-  viewers' buffers dropped data lately (their writers could not keep up with the stream), and
-  for a calm spell after; then it lets viewers in again.
+- a guard that needs no tuning (:class:`LoadGuard`), which learns the process's room from its
+  event loop's lateness and its viewers' losses, cuts off the newest viewers when the process
+  cannot keep up with those it has, and probes for room again once all is calm.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
-from collections.abc import Callable
+from collections import deque
 from dataclasses import dataclass
+from typing import Protocol
 
 RETRY_AFTER_SEC = 10
 TICK_SEC = 0.1  # how often the guard looks
-LAG_BOUND_SEC = 0.25  # the event loop this late: viewers are not being served at the live edge
-DROPPING_SHARE = 0.2  # ... or this share of the viewers dropped data within WINDOW_SEC
+LAG_BOUND_SEC = 0.5  # the event loop this late: no viewer joins now ...
+LATE_SEC = 1.0  # ... late this long, and no arrivals: it cannot carry the viewers it has
+LOSING_SHARE = 0.2  # this share of the viewers lost data within WINDOW_SEC: no more join ...
+MOST = 0.5  # ... more than this share of them (a few slow links are not the process's doing),
+LOST_SHARE = 0.2  # having lost this share of the stream between them: it cannot carry them
 WINDOW_SEC = 3.0
-CALM_SEC = 3.0  # refusing goes on this long after the last sign of overload
+BACKOFF = 0.8  # a process that cannot carry its viewers has room for this share of them ...
+DEEPEST_CUT = 0.5  # ... and never less than this share, whatever they lost
+EXODUS = 0.9  # fewer viewers than this share of the last look's: a look that tells nothing
+CALM_SEC = 3.0  # after this long without a sign of overload, the limit rises by RAISE
+RAISE = 0.05
+
+logger = logging.getLogger(__name__)
+
+
+class Viewers(Protocol):
+    """What the guard watches (:class:`~channels_admin.hub.Hub`)."""
+
+    @property
+    def streamed_bytes(self) -> int:
+        """The bytes of the stream relayed to viewers so far."""
+
+    def viewer_drops(self) -> dict[int, int]:
+        """Per viewer, the bytes of the stream it lost so far."""
+
+    def shed(self, count: int) -> None:
+        """End the streams of the ``count`` newest viewers."""
 
 
 class LoadGuard:
-    """Watches this process's event loop and its viewers' buffers (``drops``: bytes dropped per
-    viewer, as :meth:`Hub.viewer_drops` gives them) from a task on the loop."""
+    """Learns how many viewers this process can carry, from a task on its event loop.
 
-    def __init__(self, drops: Callable[[], dict[int, int]]) -> None:
-        self._drops = drops
+    It watches the loop's lateness and the viewers' losses:
+
+    - while the loop is late, no viewer joins: each would only make it later. A crowd arriving
+      at once is thus admitted only while the process keeps up with it;
+    - viewers losing data, past ``LOSING_SHARE`` of them, may be the process's doing or their
+      own slow links: with no :attr:`limit` yet, the process takes no more than it has, and a
+      limit it has does not rise meanwhile;
+    - a loop late for ``LATE_SEC`` once no viewer has arrived for ``WINDOW_SEC`` (so that the
+      viewers it has are the load), or most of them losing data, ``LOST_SHARE`` of the stream
+      between them, once none has arrived for twice as long (time to drain what a crowd left
+      in the buffers), mean that it cannot carry them: the limit is cut to ``BACKOFF`` of the
+      viewers' worth of the stream it delivered lately (each viewer counts for the share of the
+      stream it did not lose; ``DEEPEST_CUT`` of the viewers at least), and the newest viewers
+      beyond it are cut off, so that the others get their full rate back. Cuts are
+      ``WINDOW_SEC`` apart, time for one to show.
+
+    While viewers wait at the limit and all is calm, it rises by ``RAISE`` every ``CALM_SEC``,
+    probing for room, as TCP's congestion window does. Viewers leaving in numbers cost the loop
+    time and lose data on their way out: such looks teach nothing.
+    """
+
+    def __init__(self, viewers: Viewers) -> None:
+        self._watched = viewers
+        self.limit: int | None = None  # the viewers this process has room for; None: unknown
+        self.reason = ""  # why it refuses, or refused last
+        self.shed = 0  # viewers cut off since the process started
         self._last: dict[int, int] = {}
-        self._dropped_at: dict[int, float] = {}  # per viewer: when its buffer last dropped data
-        self._overloaded_at = -float("inf")
-        self.reason = ""  # why the process refuses, or refused last
+        self._dropped_at: dict[int, float] = {}  # per viewer: when it last lost data
+        # the looks of the last WINDOW_SEC: when, the bytes streamed, each viewer's losses
+        self._looks: deque[tuple[float, int, dict[int, int]]] = deque()
+        self._late_since: float | None = None  # since when every look found the loop late
+        self._viewers_before = 0  # at the last look
+        self._due = float("inf")  # when the next look is due
+        self._arrived_at = -float("inf")  # the last viewer to ask to join
+        self._calm_since = -float("inf")  # the last sign of overload, or the last raise
+        self._cut_at = -float("inf")
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -52,20 +105,40 @@ class LoadGuard:
                 await self._task
             self._task = None
 
-    @property
-    def refusing(self) -> bool:
-        return time.monotonic() - self._overloaded_at < CALM_SEC
+    def refuses(self, viewers: int) -> bool:
+        """Whether one more viewer is too many; a viewer asking counts as an arrival."""
+        self._arrived_at = now = time.monotonic()
+        if self._late(now):
+            if self._late_since is None:
+                self.reason = f"its event loop runs {now - self._due:.2f} s late"
+            return True
+        return self.limit is not None and viewers >= self.limit
+
+    def full(self, viewers: int) -> bool:
+        """Whether it refuses now, for the status (not an arrival)."""
+        return self._late(time.monotonic()) or (self.limit is not None and viewers >= self.limit)
+
+    def _late(self, now: float) -> bool:
+        """Late now (its look, due a while ago, still waits for the loop), or at the last look."""
+        return now - self._due > LAG_BOUND_SEC or self._late_since is not None
 
     async def _watch(self) -> None:
         while True:
-            due = time.monotonic() + TICK_SEC
+            self._due = time.monotonic() + TICK_SEC
             await asyncio.sleep(TICK_SEC)
             now = time.monotonic()
-            self.look(now, lag=now - due)
+            self.look(now, lag=now - self._due)
 
     def look(self, now: float, *, lag: float) -> None:
-        """One look at the loop's ``lag`` (seconds late) and the viewers' drops."""
-        drops = self._drops()
+        """One look at the loop's ``lag`` (seconds late) and the viewers' losses."""
+        drops = self._watched.viewer_drops()
+        viewers = len(drops)
+        self._looks.append((now, self._watched.streamed_bytes, drops))
+        # what it delivered counts from the last arrival on: a crowd's work is not the load
+        while len(self._looks) > 1 and (
+            now - self._looks[0][0] > WINDOW_SEC or self._looks[0][0] < self._arrived_at
+        ):
+            self._looks.popleft()
         for viewer, dropped in drops.items():
             if dropped > self._last.get(viewer, 0):
                 self._dropped_at[viewer] = now
@@ -75,12 +148,67 @@ class LoadGuard:
             for viewer, at in self._dropped_at.items()
             if viewer in drops and now - at < WINDOW_SEC
         }
-        share = len(self._dropped_at) / len(drops) if drops else 0.0
-        if lag > LAG_BOUND_SEC:
-            self._overloaded_at, self.reason = now, f"its event loop ran {lag:.2f} s late"
-        elif share > DROPPING_SHARE:
-            self._overloaded_at = now
-            self.reason = f"{share:.0%} of its viewers fell behind the stream"
+        share = len(self._dropped_at) / viewers if viewers else 0.0
+        leaving = viewers < self._viewers_before * EXODUS
+        self._viewers_before = viewers
+        if lag <= LAG_BOUND_SEC or leaving:
+            self._late_since = None
+        elif self._late_since is None:
+            self._late_since, self.reason = now, f"its event loop ran {lag:.2f} s late"
+        calm_for = now - self._arrived_at if not leaving else 0.0  # no one arriving or leaving
+        late_for = now - self._late_since if self._late_since is not None else 0.0
+        if late_for >= LATE_SEC and calm_for >= WINDOW_SEC:
+            self._cut(now, viewers, self._carried(), self.reason)
+        elif share > LOSING_SHARE and not leaving:
+            carried = self._carried()
+            # a crowd leaves up to a second of backlog per viewer, which a process that can
+            # carry them drains within a few seconds: losses after twice the window are the load
+            draining = calm_for < 2 * WINDOW_SEC
+            if share > MOST and carried < viewers * (1 - LOST_SHARE) and not draining:
+                reason = f"its viewers lost {1 - carried / viewers:.0%} of the stream"
+                self._cut(now, viewers, carried, reason)
+            else:
+                self._hold(now, viewers, f"{share:.0%} of its viewers lost data")
+        elif self.limit is not None and now - self._calm_since >= CALM_SEC:
+            self._calm_since = now
+            if viewers >= self.limit:
+                self.limit += max(1, round(self.limit * RAISE))
+
+    def _hold(self, now: float, viewers: int, reason: str) -> None:
+        """No more viewers than it has, unless it has a limit already; that waits."""
+        self._calm_since = now
+        if self.limit is None:
+            self._limit(max(1, viewers), reason)
+
+    def _cut(self, now: float, viewers: int, carried: float, reason: str) -> None:
+        """Room for ``BACKOFF`` of the viewers' worth it ``carried``: the newest beyond go."""
+        self._calm_since = now
+        if now - self._cut_at < WINDOW_SEC:
+            return
+        self._cut_at = now
+        limit = max(1, int(max(min(viewers, carried) * BACKOFF, viewers * DEEPEST_CUT)))
+        self._dropped_at.clear()  # the losses of the load before the cut
+        self._looks.clear()
+        self._limit(min(limit, self.limit or limit), reason)
+        if viewers > self.limit:
+            self.shed += viewers - self.limit
+            self._watched.shed(viewers - self.limit)
+
+    def _carried(self) -> float:
+        """How many viewers' worth of the stream the process delivered over the looks kept:
+        each viewer counts for the share of the stream it did not lose."""
+        _, streamed_then, drops_then = self._looks[0]
+        _, streamed, drops = self._looks[-1]
+        if streamed <= streamed_then:
+            return len(drops)
+        return sum(
+            1 - min(1.0, (lost - drops_then.get(viewer, 0)) / (streamed - streamed_then))
+            for viewer, lost in drops.items()
+        )
+
+    def _limit(self, limit: int, reason: str) -> None:
+        logger.warning("refusing viewers past %d: %s", limit, reason)
+        self.limit, self.reason = limit, reason
 
 
 @dataclass
@@ -93,8 +221,8 @@ class Admission:
         """None when one more viewer may join ``viewers``; else why not (counted)."""
         if self.max_viewers is not None and viewers >= self.max_viewers:
             reason = f"this server carries its most viewers ({self.max_viewers})"
-        elif self.guard is not None and self.guard.refusing:
-            reason = f"this server is overloaded ({self.guard.reason})"
+        elif self.guard is not None and self.guard.refuses(viewers):
+            reason = f"this server carries all the viewers it can ({self.guard.reason})"
         else:
             return None
         self.refused += 1
@@ -103,4 +231,4 @@ class Admission:
     def refusing(self, viewers: int) -> bool:
         """Whether the next viewer would be refused."""
         full = self.max_viewers is not None and viewers >= self.max_viewers
-        return full or (self.guard is not None and self.guard.refusing)
+        return full or (self.guard is not None and self.guard.full(viewers))

@@ -55,6 +55,15 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
     async def close_stream(self) -> None:
         """Free what :meth:`open_stream` took; called once when the response ends."""
 
+    def chunk_skipped(self, size: int) -> None:
+        """A chunk of ``size`` bytes was not sent: the client's socket was backed up."""
+
+    def cut_off(self) -> bool:
+        """Whether the stream ended because the server cannot carry this client: then the
+        connection is dropped with what is still buffered for it, which would cost the server
+        the time it is short of."""
+        return False
+
     async def http_request(self, message: dict) -> None:
         if message.get("more_body"):
             return
@@ -78,6 +87,10 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
                 # waiting: waiting leaves its socket idle between draining and the next write.
                 if writable():
                     await send({"type": "http.response.body", "body": data, "more_body": True})
+                else:
+                    self.chunk_skipped(len(data))
+            if self.cut_off() and gate.abort():
+                return
         finally:
             gate.release()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -116,6 +129,12 @@ class TransportStreamConsumer(StreamingConsumer):
     async def close_stream(self) -> None:
         if self.subscription is not None:
             (await stream_hub()).unsubscribe(self.subscription)
+
+    def chunk_skipped(self, size: int) -> None:
+        self.subscription.skipped(size)
+
+    def cut_off(self) -> bool:
+        return self.subscription.cut_off
 
 
 class DemoChannelConsumer(StreamingConsumer):

@@ -14,6 +14,9 @@ The hub knows nothing about views or the database: bytes come in from the upstre
   capped exponential backoff; viewers stay connected and resume when bytes flow again.
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
   and timestamps differ.
+- When the process cannot carry its viewers, the load guard (``admission.py``) ends the streams
+  of the newest (:meth:`Hub.shed`); what each viewer lost is counted for it
+  (:meth:`Hub.viewer_drops`).
 - With a :class:`~channels_admin.relay.Relay` (several server processes), only the process that
   owns the upstream reads it, and publishes what it reads; the others follow those chunks. Each
   process reports its viewer count there too, so that :meth:`Hub.viewers_total` counts them all.
@@ -117,8 +120,8 @@ class Subscription:
         self._chunks: deque[bytes] = deque()
         self._size = 0
         self._wakeup = asyncio.Event()
-        self.ended = False
-        self.dropped_bytes = 0
+        self.ended = self.cut_off = False
+        self.dropped_bytes = 0  # what this viewer lost: its buffer overflowed, or was skipped
 
     def widen(self, limit_bytes: int) -> None:
         """Hold at least ``limit_bytes`` from now on (the upstream comes in larger bursts)."""
@@ -133,8 +136,13 @@ class Subscription:
             self.dropped_bytes += len(dropped)
         self._wakeup.set()
 
-    def end(self) -> None:
-        self.ended = True
+    def skipped(self, size: int) -> None:
+        """The viewer's writer skipped a chunk of ``size`` bytes (its socket was backed up)."""
+        self.dropped_bytes += size
+
+    def end(self, *, cut_off: bool = False) -> None:
+        """No more data; ``cut_off``: because the process cannot carry this viewer."""
+        self.ended, self.cut_off = True, cut_off
         self._wakeup.set()
 
     async def next_data(self) -> bytes | None:
@@ -188,13 +196,15 @@ class Hub:
         self._relay = relay
         self._hls_max_bandwidth = hls_max_bandwidth
         self._gop = GopCache(max_bytes=gop_cache_bytes, max_seconds=gop_cache_seconds)
-        self._subscriptions: set[Subscription] = set()
+        # A dict for its order: the newest viewers are the first to be cut off.
+        self._subscriptions: dict[Subscription, None] = {}
         self._upstream: Upstream | None = None
         self._generation = ""
         self._task: asyncio.Task[None] | None = None
         self._switch_lock = asyncio.Lock()
         self._viewers_changed = asyncio.Event()
         self._reporter: asyncio.Task[None] | None = None
+        self.streamed_bytes = 0  # relayed to the viewers since the hub started
 
     @property
     def upstream(self) -> Upstream | None:
@@ -224,8 +234,9 @@ class Hub:
             return self.viewers
 
     def viewer_drops(self) -> dict[int, int]:
-        """Per viewer of this process (by its subscription's id), the bytes its buffer has
-        dropped: a viewer's writer that cannot keep up with the stream loses its oldest data."""
+        """Per viewer of this process (by its subscription's id), the bytes it has lost: its
+        buffer overflows when its writer cannot keep up, and its writer skips chunks while its
+        socket is backed up."""
         return {
             id(subscription): subscription.dropped_bytes for subscription in self._subscriptions
         }
@@ -237,14 +248,22 @@ class Hub:
         start = self._gop.start()
         if start:
             subscription.push(start)
-        self._subscriptions.add(subscription)
+        self._subscriptions[subscription] = None
         self._viewers_changed.set()
         if self._relay is not None and self._reporter is None:
             self._reporter = asyncio.create_task(self._report_viewers(self._relay))
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
-        self._subscriptions.discard(subscription)
+        self._subscriptions.pop(subscription, None)
+        self._viewers_changed.set()
+
+    def shed(self, count: int) -> None:
+        """End the streams of the ``count`` newest viewers: those the process cannot carry."""
+        newest = list(self._subscriptions)[max(0, len(self._subscriptions) - count) :]
+        for subscription in newest:
+            subscription.end(cut_off=True)
+            del self._subscriptions[subscription]
         self._viewers_changed.set()
 
     async def _report_viewers(self, relay: Relay) -> None:
@@ -317,6 +336,7 @@ class Hub:
             await _cancelled(reader)
 
     def _push(self, data: bytes) -> None:
+        self.streamed_bytes += len(data)
         self._gop.feed(data)
         self._fit_bursts(len(data))
         for subscription in self._subscriptions:

@@ -57,6 +57,17 @@ class WriteGate:
                 request.unregisterProducer()
         self.open.set()
 
+    def abort(self) -> bool:
+        """Drop the connection and what is still buffered for it, instead of ending the
+        response; False where the server offers no way to (then end it as usual)."""
+        request = self._request
+        self.release()
+        transport = getattr(request, "transport", None)
+        if transport is None or not hasattr(transport, "abortConnection"):
+            return False
+        transport.abortConnection()
+        return True
+
     # IPushProducer, called by Twisted on the event loop's thread.
     def pauseProducing(self) -> None:
         self.open.clear()

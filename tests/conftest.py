@@ -100,6 +100,23 @@ def running_server(
             process.wait()
 
 
+def server_pid(server: str) -> int:
+    """The pid of the server process started for ``server``'s port (given to
+    :func:`running_server`)."""
+    port = server.rsplit(":", 1)[1]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                arguments = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if b"config.server" in arguments and port.encode() in arguments:
+            return int(entry)
+    raise AssertionError(f"no server process listens at {server}")
+
+
 @pytest.fixture(scope="session")
 def asgi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real server for the session, with its own SQLite database under a temporary VAR_DIR."""

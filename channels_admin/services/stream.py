@@ -68,7 +68,7 @@ async def stream_hub() -> Hub:
                 )
             if relay is not None:
                 _switch_listener = asyncio.create_task(relay.listen(_switch_followed))
-            guard = LoadGuard(hub.viewer_drops)
+            guard = LoadGuard(hub)
             guard.start()
             stream_admission().guard = guard
             _hub = hub
@@ -200,13 +200,15 @@ def stream_admission() -> Admission:
 
 async def viewer_counts() -> dict:
     """``viewers``: every server process's; whether this process is ``refusing_viewers`` now,
-    and how many it has refused (``viewers_refused``) since it started."""
+    how many it has refused (``viewers_refused``) and cut off when it could not carry them
+    (``viewers_shed``) since it started."""
     hub = await stream_hub()
     admission = stream_admission()
     return {
         "viewers": await hub.viewers_total(),
         "refusing_viewers": admission.refusing(hub.viewers),
         "viewers_refused": admission.refused,
+        "viewers_shed": admission.guard.shed if admission.guard is not None else 0,
     }
 
 

@@ -222,6 +222,7 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "viewers": 0,
         "refusing_viewers": False,
         "viewers_refused": 0,
+        "viewers_shed": 0,
     }
 
 

@@ -99,6 +99,7 @@ async def test_default_playlist_plays_the_demo_channel_through_the_hub(server):
         "viewers": 0,
         "refusing_viewers": False,
         "viewers_refused": 0,
+        "viewers_shed": 0,
     }
     assert response.status == 200
     assert len(decode_video(data)) >= 10
@@ -124,5 +125,6 @@ async def test_status_feed_is_read_only_and_answers_refresh(server):
         "viewers",
         "refusing_viewers",
         "viewers_refused",
+        "viewers_shed",
     }
     assert "current_stream_url" not in answer

@@ -1,10 +1,11 @@
-"""The hub's building blocks: packet alignment and the bounded viewer buffer."""
+"""The hub's building blocks: packet alignment, the bounded viewer buffer, what a viewer lost,
+and cutting viewers off."""
 
 from __future__ import annotations
 
 import asyncio
 
-from channels_admin.hub import TS_PACKET, PacketAligner, Subscription
+from channels_admin.hub import TS_PACKET, Hub, PacketAligner, Subscription
 
 
 def packets(count: int, start: int = 0) -> bytes:
@@ -93,3 +94,24 @@ async def test_subscription_waits_for_data_then_reports_its_end():
 
     assert await waiting == packets(1)
     assert await subscription.next_data() is None
+
+
+async def test_a_viewer_whose_socket_was_backed_up_lost_what_its_writer_skipped():
+    hub = Hub(connect_timeout=1, read_timeout=1, viewer_buffer_bytes=10 * TS_PACKET)
+    kept_up, backed_up = hub.subscribe(), hub.subscribe()
+    backed_up.skipped(TS_PACKET)
+    backed_up.skipped(2 * TS_PACKET)
+
+    assert hub.viewer_drops() == {id(kept_up): 0, id(backed_up): 3 * TS_PACKET}
+
+
+async def test_shedding_ends_the_streams_of_the_newest_viewers():
+    hub = Hub(connect_timeout=1, read_timeout=1, viewer_buffer_bytes=10 * TS_PACKET)
+    oldest, middle, newest = hub.subscribe(), hub.subscribe(), hub.subscribe()
+
+    hub.shed(2)
+    hub._push(packets(1))
+
+    assert hub.viewers == 1
+    assert [await middle.next_data(), await newest.next_data()] == [None, None]
+    assert (oldest.ended, await oldest.next_data()) == (False, packets(1))

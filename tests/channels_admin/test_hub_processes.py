@@ -15,7 +15,7 @@ from tests.channels_admin.stream_client import frames_of, runs, select, status, 
 from tests.channels_admin.test_stream_server import Viewer, playlist_for, sequences
 from tests.channels_admin.upstream import PACKET, TsUpstream
 from tests.config.test_scale_out import REDIS_URL, needs_redis
-from tests.conftest import free_port, running_server
+from tests.conftest import free_port, running_server, server_pid
 
 LOCK_SEC = 1
 
@@ -90,7 +90,7 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
 
         # the owner dies; the other process takes the upstream over
         owner_pid = int(keys.get(f"{prefix}:owner").decode().split(":")[1])
-        survivor = next(s for s in (one, two) if _pid_of(s) != owner_pid)
+        survivor = next(s for s in (one, two) if server_pid(s) != owner_pid)
         os.kill(owner_pid, signal.SIGKILL)
         fed = len(viewers[survivor].data)
         wait_until(
@@ -103,7 +103,7 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
         assert len(upstream.open_connections) == 1
         assert max(c.overlapping for c in upstream.connections) == 0
         assert viewers[survivor].ended is False
-        assert int(keys.get(f"{prefix}:owner").decode().split(":")[1]) == _pid_of(survivor)
+        assert int(keys.get(f"{prefix}:owner").decode().split(":")[1]) == server_pid(survivor)
         # the dead process's viewers are no longer counted once its report runs out
         survivors_viewers = 1 if survivor == one else 2
         wait_until(
@@ -118,19 +118,3 @@ def test_two_processes_share_one_upstream_and_one_takes_over_when_the_owner_dies
     assert keys.smembers(f"{prefix}:viewers") == set()
     assert keys.keys(f"{prefix}:*") in ([], [f"{prefix}:ts".encode()])
     wait_until(lambda: keys.keys(f"{prefix}:*") == [], timeout=LOCK_SEC * 3, what="keys gone")
-
-
-def _pid_of(server: str) -> int:
-    """The pid of the server process started for ``server``'s port."""
-    port = server.rsplit(":", 1)[1]
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                arguments = cmdline.read().split(b"\0")
-        except OSError:
-            continue
-        if b"config.server" in arguments and port.encode() in arguments:
-            return int(entry)
-    raise AssertionError(f"no server process listens at {server}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import requests
 
@@ -17,7 +19,8 @@ PLAYING = """() => {
 def server(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("pages-var")
     port = free_port()
-    env = {"SERVER_URL": f"http://127.0.0.1:{port}"}
+    # One viewer at most: the pages' own players stay within it, one at a time.
+    env = {"SERVER_URL": f"http://127.0.0.1:{port}", "CHANNELS_MAX_VIEWERS": "1"}
     with running_server(var_dir, port=port, **env) as base_url:
         created = manage(
             "createsuperuser",
@@ -58,6 +61,47 @@ def test_viewer_plays_the_channel_and_follows_a_switch(server, page):
     assert page.text_content("#state") == "live"
 
 
+def admin_login(server: str, page) -> None:
+    page.goto(f"{server}/admin/login/?next=/tv/admin/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "a-long-test-password")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#channels tr")
+
+
+@contextlib.contextmanager
+def watching(server: str):
+    """A /ts viewer outside the browser, reading until the block ends."""
+    with requests.get(f"{server}/ts", stream=True, timeout=10) as response:
+        assert response.status_code == 200, response.text
+        # Held while the block runs: a dropped reader would close the connection.
+        reads = response.iter_content(188 * 10)
+        assert len(next(reads)) == 188 * 10
+        yield
+
+
+def test_a_refused_viewer_is_told_and_the_admin_sees_the_refusal(server, page):
+    select(server, "demo.1")
+    refused_before = requests.get(f"{server}/api/admin/status", timeout=5).json()["viewers_refused"]
+
+    with watching(server):
+        page.goto(f"{server}/tv/")
+        page.wait_for_function(
+            "() => document.getElementById('message').textContent"
+            " === 'This server carries all the viewers it can; trying again in 10 s…'"
+        )
+        page.shot("refused")
+
+        status = requests.get(f"{server}/api/admin/status", timeout=5).json()
+        assert (status["viewers"], status["refusing_viewers"]) == (1, True)
+        assert status["viewers_refused"] == refused_before + 1
+
+        admin_login(server, page)
+        assert page.text_content("#status-details") == (
+            f"playlist version 1 · 1 viewer · refusing new viewers · {refused_before + 1} refused"
+        )
+
+
 def test_admin_page_needs_a_staff_login(server, page):
     page.goto(f"{server}/tv/admin/")
 
@@ -65,11 +109,7 @@ def test_admin_page_needs_a_staff_login(server, page):
 
 
 def test_admin_page_searches_and_selects_a_channel(server, page):
-    page.goto(f"{server}/admin/login/?next=/tv/admin/")
-    page.fill("#id_username", "admin")
-    page.fill("#id_password", "a-long-test-password")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#channels tr")
+    admin_login(server, page)
 
     page.fill("#search", "PATTERN 2")
     page.wait_for_function("() => document.querySelectorAll('#channels tr').length === 1")

@@ -6,6 +6,9 @@ import concurrent.futures
 import contextlib
 import http.client
 import itertools
+import os
+import re
+import signal
 import socket
 import threading
 import time
@@ -16,7 +19,7 @@ import requests
 
 from tests.channels_admin.stream_client import select, status, wait_until
 from tests.channels_admin.upstream import PACKET, TsUpstream, packet_sequence
-from tests.conftest import running_server
+from tests.conftest import free_port, running_server, server_pid
 
 VIEWER_BUFFER_KB = 256
 
@@ -73,6 +76,7 @@ class Viewer(threading.Thread):
         self.want = want
         self.data = bytearray()
         self.ended = False
+        self.dropped = False  # the connection broke off, rather than the response ending
         self.start()
 
     def run(self) -> None:
@@ -84,7 +88,7 @@ class Viewer(threading.Thread):
                     return
                 self.data += chunk
         except (OSError, http.client.HTTPException):
-            self.ended = True
+            self.ended = self.dropped = True
 
     def close(self) -> None:
         """Hang up; the reading thread sees the end of the stream."""
@@ -376,3 +380,87 @@ def test_past_the_cap_a_viewer_is_refused_at_once_and_the_others_keep_their_rate
     assert again.response.status == 200
     assert len(again.data) >= 100_000
     assert (after["refusing_viewers"], after["viewers_refused"]) == (True, 1)
+
+
+@pytest.fixture
+def own_server(upstream, tmp_path):
+    """A server of its own, relaying channel "a", for a test that stops its process."""
+    playlist = tmp_path / "channels.m3u"
+    playlist.write_text(playlist_for(upstream), encoding="utf-8")
+    with running_server(tmp_path, port=free_port(), CHANNELS_PLAYLIST_PATH=str(playlist)) as server:
+        select(server, "a")
+        wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+        yield server
+
+
+def test_a_server_that_stood_still_refuses_new_viewers_until_it_has_caught_up(own_server):
+    server = own_server
+    watching = Viewer(server, want=10**9)
+    wait_until(lambda: len(watching.data) > 0, what="the first viewer's bytes")
+
+    # the process stands still (as a loop busy for 0.9 s would) while a viewer asks
+    pid = server_pid(server)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        arriving = http.client.HTTPConnection("127.0.0.1", urlsplit(server).port, timeout=10)
+        arriving.request("GET", "/ts")
+        time.sleep(0.9)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    refused = arriving.getresponse()
+    refusal = (refused.status, refused.getheader("Retry-After"), refused.read().decode())
+    arriving.close()
+
+    time.sleep(0.5)  # caught up
+    watched_before = len(watching.data)
+    again = Viewer(server, want=200_000)
+    again.join(timeout=10)
+    after = status(server)
+    watched_on = not watching.ended
+    watching.close()
+
+    assert refusal[:2] == (503, "10")
+    assert re.fullmatch(
+        r"this server carries all the viewers it can "
+        r"\(its event loop (runs|ran) \d\.\d\d s late\): try again shortly",
+        refusal[2],
+    ), refusal[2]
+    assert again.response.status == 200
+    assert len(again.data) >= 200_000
+    # the viewer it had goes on: a stall is no reason to cut anyone off
+    assert len(watching.data) > watched_before
+    assert watched_on is True
+    assert (after["viewers"], after["viewers_refused"], after["viewers_shed"]) == (2, 1, 0)
+
+
+def test_a_server_that_cannot_keep_up_cuts_its_newest_viewer_off_and_keeps_the_other(
+    own_server,
+):
+    server = own_server
+    older = Viewer(server, want=10**9)
+    newer = Viewer(server, want=10**9)
+    wait_until(lambda: len(older.data) and len(newer.data), what="both viewers' bytes")
+    time.sleep(1.5)  # no one else arrives: the two are the load
+
+    # the process gets a fifteenth of the time it needs, for 3 s: its loop stays late. Each
+    # run is shorter than the guard's tick, so no two of its looks fall in one run and every
+    # look finds the loop at least 0.6 s late
+    pid = server_pid(server)
+    started = time.monotonic()
+    while time.monotonic() - started < 3:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.7)
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.05)
+    newer.join(timeout=5)
+    time.sleep(0.5)
+    older_before = len(older.data)
+    wait_until(lambda: len(older.data) > older_before + 100_000, what="the older goes on")
+    after = status(server)
+    older_on = not older.ended
+    older.close()
+
+    # dropped with what was buffered for it: the time it would take is what the server lacks
+    assert (newer.ended, newer.dropped) == (True, True)
+    assert older_on is True
+    assert (after["viewers"], after["viewers_shed"], after["refusing_viewers"]) == (1, 1, True)

@@ -1,7 +1,8 @@
 """The layout of docs/deploy.md, for real: nginx in front of two web processes and a
 segmentation process that share a database and Redis. Every segmentation operation reaches the
-process that holds the session; the channel pages, API and /ts reach the web processes, in turn,
-and the upstream sees ONE connection between them."""
+process that holds the session; the channel pages, API and /ts reach the web processes, in turn
+(a /ts viewer that one refuses goes to the next), and the upstream sees ONE connection between
+them."""
 
 from __future__ import annotations
 
@@ -91,9 +92,17 @@ def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, 
     config.write_text(CONFIG.format(work=work, **ports))
     with contextlib.ExitStack() as stack:
         stack.callback(upstream.close)
+        # one web process carries one viewer at most: nginx takes the next its 503 refuses
+        caps = {"web": {"CHANNELS_MAX_VIEWERS": "1"}}
         web, web_2, segmentation = (
             stack.enter_context(
-                running_server(tmp_path, port=ports[name], log_name=f"{name}.log", **env)
+                running_server(
+                    tmp_path,
+                    port=ports[name],
+                    log_name=f"{name}.log",
+                    **env,
+                    **caps.get(name, {}),
+                )
             )
             for name in ("web", "web_2", "segmentation")
         )
@@ -140,8 +149,10 @@ def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, 
         assert parts == 144
         assert selected.status_code == 200
         assert all(viewer.data[0] == 0x47 for viewer in viewers)
-        # both web processes serve viewers; the upstream saw one connection
-        assert sorted(per_process.values()) == [2, 2]
+        # both web processes serve viewers, the capped one one of them: the viewer it refused
+        # went to the other and never saw the refusal; the upstream saw one connection
+        assert sorted(per_process.values()) == [1, 3]
+        assert statuses[2]["viewers_refused"] == 1
         assert len(upstream.connections) == 1
         # the session lives in the segmentation process only: the routing is what finds it
         assert gql(segmentation, PING, s=session_id) == {"data": {"ping": {"success": True}}}

@@ -96,6 +96,9 @@ async function refreshStatus() {
   document.getElementById("status-details").textContent = [
     `playlist version ${current.playlist_version}`,
     `${current.viewers} viewer${current.viewers === 1 ? "" : "s"}`,
+    current.refusing_viewers ? "refusing new viewers" : "",
+    current.viewers_refused ? `${current.viewers_refused} refused` : "",
+    current.viewers_shed ? `${current.viewers_shed} cut off` : "",
     current.upstream_down ? current.upstream_detail : current.upstream_info,
   ]
     .filter(Boolean)

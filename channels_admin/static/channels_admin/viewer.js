@@ -6,6 +6,7 @@
 import { showState } from "./state.js";
 
 const REBUILD_DELAY_MS = 1000;
+const REFUSED_RETRY_MS = 10000; // channels_admin/admission.py's RETRY_AFTER_SEC
 const REFRESH_EVERY_MS = 60 * 60 * 1000; // playlist details (name, logo) once an hour
 const FEED_RETRY_MAX_MS = 10000;
 
@@ -61,7 +62,15 @@ function buildPlayer() {
     { enableStashBuffer: false, liveBufferLatencyChasing: true },
   );
   player.attachMediaElement(video);
-  player.on(mpegts.Events.ERROR, (type, detail) => scheduleRebuild(`Reconnecting (${detail})…`));
+  player.on(mpegts.Events.ERROR, (type, detail, info) => {
+    if (info && info.code === 503) {
+      // Refused (no channel yet, or this server carries all the viewers it can): its
+      // Retry-After, which mpegts.js does not pass on, is this long.
+      scheduleRebuild("This server carries all the viewers it can; trying again in 10 s…", REFUSED_RETRY_MS);
+    } else {
+      scheduleRebuild(`Reconnecting (${detail})…`);
+    }
+  });
   // The server ended the stream: a switch, whose new channel is ready to be asked for now.
   player.on(mpegts.Events.LOADING_COMPLETE, () => scheduleRebuild("The channel changed…", 0));
   player.load();
