@@ -1,0 +1,146 @@
+"""What the ``sam2`` engine's launching thread does per tracked frame besides the model's work.
+
+    .venv/bin/python benchmarks/sam2_host.py [--size tiny] [--objects 1,3] [--frames 8]
+        [--width 1280 --height 720] [--device auto]
+
+A GPU runs kernels asynchronously: what bounds a small model there is the thread that launches
+them, and every millisecond that thread spends on anything else delays the next frame's
+kernels (issue 30). This times, on that thread, each tracked frame of a propagation and the
+parts of it:
+
+- ``decode``: getting the frame's pixels (waiting for the frame prefetched in the background,
+  or decoding it);
+- ``preprocess``: pixels to the model's input (upload, resize, normalize);
+- ``model``: the model's own calls (image encoder, memory attention and the mask decoder,
+  memory encoder), which on a GPU is their launching only;
+- ``postprocess``: the logits to masks at the video's resolution in host memory (resize,
+  overlap rule, the copy to the host);
+- ``bookkeeping``: the rest (the tracker's memory bank, its moves to storage, the engine's
+  state).
+
+Random weights (seeded) and drawn frames, as benchmarks/sam2_speed.py; medians over the tracked
+frames after the first two. Prints, per object count, the median frame and each part, and the
+time outside the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.sam2_speed import DrawnFrames, random_checkpoint
+from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options
+
+WARM_UP = 2  # tracked frames left out of the medians
+MODEL_CALLS = ("condition", "segment", "encode_memory", "mask_as_result")
+
+
+class Stopwatch:
+    """Time spent in each part, on this thread, for the frame being tracked."""
+
+    def __init__(self) -> None:
+        self.parts: defaultdict[str, float] = defaultdict(float)
+        self._inside: list[str] = []
+
+    def wrap(self, owner: object, name: str, part: str) -> None:
+        """Time ``owner.name`` as ``part``; a part called inside another counts for itself
+        alone (the outer part's time excludes it)."""
+        function: Callable = getattr(owner, name)
+
+        def timed(*args: object, **kwargs: object) -> object:
+            started = time.perf_counter()
+            self._inside.append(part)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._inside.pop()
+                spent = time.perf_counter() - started
+                self.parts[part] += spent
+                if self._inside:
+                    self.parts[self._inside[-1]] -= spent
+
+        setattr(owner, name, timed)
+
+    def take(self) -> dict[str, float]:
+        parts, self.parts = dict(self.parts), defaultdict(float)
+        return parts
+
+
+def run(engine: Sam2Engine, frames: DrawnFrames, objects: int) -> dict[str, float]:
+    """Median milliseconds per tracked frame: the whole frame, each part, outside the model."""
+    state = engine.open(frames)
+    watch = Stopwatch()
+    watch.wrap(state, "_decoded", "decode")
+    watch.wrap(state, "model_input", "preprocess")
+    watch.wrap(engine, "encode", "model")
+    for name in MODEL_CALLS:
+        watch.wrap(engine.model, name, "model")
+    watch.wrap(state, "_video_masks", "postprocess")
+    span = (frames.width - 1, frames.height - 1)
+    for disc in range(objects):
+        x, y = frames.centre(0, disc)
+        state.add_points(
+            frame_index=0,
+            object_id=disc + 1,
+            points=[[x / span[0], y / span[1]]],
+            labels=[1],
+        )
+    watch.take()
+    rows = []
+    tracked = iter(state.propagate(start_frame_index=0))
+    while True:
+        started = time.perf_counter()
+        if next(tracked, None) is None:
+            break
+        total = time.perf_counter() - started
+        parts = watch.take()
+        parts["bookkeeping"] = total - sum(parts.values())
+        parts["frame"] = total
+        rows.append(parts)
+    state.close()
+    kept = rows[1 + WARM_UP :]  # the first is the clicked frame, given back as it is
+    names = ("frame", "decode", "preprocess", "model", "postprocess", "bookkeeping")
+    result = {name: statistics.median(row.get(name, 0.0) for row in kept) * 1000 for name in names}
+    result["outside the model"] = (
+        statistics.median((row["frame"] - row.get("model", 0.0)) for row in kept) * 1000
+    )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", default="tiny")
+    parser.add_argument("--objects", type=lambda s: [int(n) for n in s.split(",")], default=[1, 3])
+    parser.add_argument("--frames", type=int, default=8)
+    parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--height", type=int, default=720)
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        checkpoint = random_checkpoint(args.size, Path(work) / f"{args.size}.pt")
+        engine = Sam2Engine(Sam2Options(checkpoint=str(checkpoint), device=args.device))
+        print(
+            f"{engine.describe()}, {args.frames} frames of {args.width}x{args.height}; "
+            f"medians per tracked frame after the first {WARM_UP}, ms",
+            flush=True,
+        )
+        for objects in args.objects:
+            frames = DrawnFrames(args.frames, args.width, args.height, fps=24)
+            result = run(engine, frames, objects)
+            print(
+                f"  {objects} object{'s' if objects > 1 else ''}: "
+                + ", ".join(f"{name} {value:.1f}" for name, value in result.items()),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
