@@ -8,15 +8,19 @@ them, and every millisecond that thread spends on anything else delays the next 
 kernels (issue 30). This times, on that thread, each tracked frame of a propagation and the
 parts of it:
 
-- ``decode``: getting the frame's pixels (waiting for the frame prefetched in the background,
-  or decoding it);
-- ``preprocess``: pixels to the model's input (upload, resize, normalize);
+- ``frame in``: waiting for the frame's input, decoded and preprocessed in a background
+  thread (or preparing it here, when it was not ahead);
 - ``model``: the model's own calls (image encoder, memory attention and the mask decoder,
   memory encoder), which on a GPU is their launching only;
-- ``postprocess``: the logits to masks at the video's resolution in host memory (resize,
-  overlap rule, the copy to the host);
+- ``holes``: filling small holes in the masks (on the device);
+- ``copies``: sending the logits off to be finished (on a GPU: launching the kernels that make
+  the masks and their non-blocking copy to the host);
+- ``masks out``: waiting for the previous frame's finished masks;
 - ``bookkeeping``: the rest (the tracker's memory bank, its moves to storage, the engine's
   state).
+
+It also reports the time the two helper threads spent per frame (``ahead``: decoding and
+preprocessing; ``behind``: finishing masks), which overlaps the model's.
 
 Random weights (seeded) and drawn frames, as benchmarks/sam2_speed.py; medians over the tracked
 frames after the first two. Prints, per object count, the median frame and each part, and the
@@ -77,13 +81,25 @@ class Stopwatch:
 def run(engine: Sam2Engine, frames: DrawnFrames, objects: int) -> dict[str, float]:
     """Median milliseconds per tracked frame: the whole frame, each part, outside the model."""
     state = engine.open(frames)
-    watch = Stopwatch()
-    watch.wrap(state, "_decoded", "decode")
-    watch.wrap(state, "model_input", "preprocess")
+    watch, ahead, behind = Stopwatch(), Stopwatch(), Stopwatch()
+    watch.wrap(state, "model_input", "frame in")
     watch.wrap(engine, "encode", "model")
     for name in MODEL_CALLS:
         watch.wrap(engine.model, name, "model")
-    watch.wrap(state, "_video_masks", "postprocess")
+    watch.wrap(state.tracker, "_fill_holes", "holes")
+    ahead.wrap(state._frames_ahead, "_prepared", "ahead")
+    behind.wrap(state._masks_behind, "_masks", "behind")
+    behind.wrap(state._masks_behind, "_copied", "behind")
+    finish = state._masks_behind.finish
+
+    def finish_timed(logits: dict) -> object:
+        started = time.perf_counter()
+        future = finish(logits)
+        watch.parts["copies"] += time.perf_counter() - started
+        watch.wrap(future, "result", "masks out")
+        return future
+
+    state._masks_behind.finish = finish_timed
     span = (frames.width - 1, frames.height - 1)
     for disc in range(objects):
         x, y = frames.centre(0, disc)
@@ -104,10 +120,22 @@ def run(engine: Sam2Engine, frames: DrawnFrames, objects: int) -> dict[str, floa
         parts = watch.take()
         parts["bookkeeping"] = total - sum(parts.values())
         parts["frame"] = total
+        parts.update(ahead.take())
+        parts.update(behind.take())
         rows.append(parts)
     state.close()
     kept = rows[1 + WARM_UP :]  # the first is the clicked frame, given back as it is
-    names = ("frame", "decode", "preprocess", "model", "postprocess", "bookkeeping")
+    names = (
+        "frame",
+        "frame in",
+        "model",
+        "holes",
+        "copies",
+        "masks out",
+        "bookkeeping",
+        "ahead",
+        "behind",
+    )
     result = {name: statistics.median(row.get(name, 0.0) for row in kept) * 1000 for name in names}
     result["outside the model"] = (
         statistics.median((row["frame"] - row.get("model", 0.0)) for row in kept) * 1000

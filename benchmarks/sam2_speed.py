@@ -50,14 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from segmentation.engines.frames import FrameSource
 from segmentation.engines.sam2.checkpoint import checkpoint_save
 from segmentation.engines.sam2.config import size_config
-from segmentation.engines.sam2.engine import (
-    IMAGE_MEAN,
-    IMAGE_STD,
-    Sam2Engine,
-    Sam2Options,
-    device_choose,
-)
+from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options, device_choose
 from segmentation.engines.sam2.model import Sam2Model
+from segmentation.engines.sam2.pipeline import IMAGE_MEAN, IMAGE_STD
 
 OFFICIAL_CONFIGS = {
     "tiny": "configs/sam2.1/sam2.1_hiera_t.yaml",

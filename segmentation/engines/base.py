@@ -42,6 +42,7 @@ import math
 import threading
 import typing
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -224,13 +225,23 @@ class VideoState(abc.ABC):
             *range(start_frame_index - 1, -1, -1),
         ]
         self._start_pass(start_frame_index)
+        finishing: tuple[int, Future[Masks]] | None = None  # a frame whose masks are on the way
         for frame_index in order:
             if cancel is not None and cancel.is_set():
                 return
             reverse = frame_index < start_frame_index
             if frame_index == start_frame_index - 1:
                 self._start_pass(start_frame_index)
-            yield frame_index, self._track(frame_index, reverse=reverse)
+            tracked = self._track(frame_index, reverse=reverse)
+            if finishing is not None:
+                yield finishing[0], finishing[1].result()
+                finishing = None
+            if isinstance(tracked, Future):
+                finishing = (frame_index, tracked)
+            else:
+                yield frame_index, tracked
+        if finishing is not None:
+            yield finishing[0], finishing[1].result()
 
     def close(self) -> None:  # noqa: B027 (most engines hold nothing that needs freeing)
         """Free what the state holds (caches, device memory)."""
@@ -266,9 +277,11 @@ class VideoState(abc.ABC):
         """A pass of propagation (forward, then backward) sets out from ``frame_index``."""
 
     @abc.abstractmethod
-    def _track(self, frame_index: int, *, reverse: bool) -> Masks:
+    def _track(self, frame_index: int, *, reverse: bool) -> Masks | Future[Masks]:
         """The masks on ``frame_index``: the pass's start frame, or the frame after (before, when
-        ``reverse``) the one tracked last."""
+        ``reverse``) the one tracked last. An engine that finishes masks in another thread
+        returns them as a future: they are yielded once the next frame has been started, so
+        that its work overlaps their finishing."""
 
     # Validation.
     def _check_frame(self, frame_index: int) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
+
 import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -9,7 +12,7 @@ from django.test import override_settings
 
 from segmentation.apps import SegmentationConfig
 from segmentation.engines import engine_class, engine_create, engine_options
-from segmentation.engines.base import EngineConfigError, PromptError, VideoState
+from segmentation.engines.base import EngineConfigError, Masks, PromptError, VideoState
 from segmentation.engines.classic import ClassicEngine, ClassicOptions
 from segmentation.engines.sam2.engine import Sam2Engine
 
@@ -180,3 +183,56 @@ def test_bad_engine_setting_stops_start_up() -> None:
         "SEGMENTATION_ENGINE='classic' (options from SEGMENTATION_ENGINE_OPTIONS): "
         "band must be within (0, 0.5], got 2.0"
     )
+
+
+class FinishingLaterState(VideoState):
+    """A state whose masks come back as futures, finished after the next frame has started."""
+
+    def __init__(self, frames, log: list[str]) -> None:
+        super().__init__(frames)
+        self.log = log
+
+    def _start_pass(self, frame_index: int) -> None:
+        self.log.append(f"pass from {frame_index}")
+
+    def _track(self, frame_index: int, *, reverse: bool) -> Future[Masks]:
+        self.log.append(f"track {frame_index}")
+        finished: Future[Masks] = Future()
+        finished.set_result({1: np.full((2, 2), frame_index % 2 == 1)})
+        return finished
+
+    _segment = _masked = _masks = _cleared = _reset = _removed = None  # not called here
+
+
+def test_masks_finished_later_are_yielded_once_the_next_frame_has_started(frames) -> None:
+    log: list[str] = []
+    state = FinishingLaterState(frames, log)
+
+    for frame_index, masks in state.propagate(start_frame_index=10):
+        log.append(f"yield {frame_index} {int(masks[1].sum())}")
+
+    assert log == [
+        "pass from 10",
+        "track 10",
+        "track 11",
+        "yield 10 0",
+        "pass from 10",
+        "track 9",
+        "yield 11 4",
+        *["track 8", "yield 9 4", "track 7", "yield 8 0", "track 6", "yield 7 4"],
+        *["track 5", "yield 6 0", "track 4", "yield 5 4", "track 3", "yield 4 0"],
+        *["track 2", "yield 3 4", "track 1", "yield 2 0", "track 0", "yield 1 4"],
+        "yield 0 0",
+    ]
+
+
+def test_a_cancelled_propagation_yields_nothing_more(frames) -> None:
+    log: list[str] = []
+    state = FinishingLaterState(frames, log)
+    cancel = threading.Event()
+
+    for frame_index, _ in state.propagate(start_frame_index=3, cancel=cancel):
+        log.append(f"yield {frame_index}")
+        cancel.set()
+
+    assert log == ["pass from 3", "track 3", "track 4", "yield 3"]

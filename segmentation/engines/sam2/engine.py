@@ -1,10 +1,12 @@
 """The ``sam2`` engine: SAM 2 / SAM 2.1 behind the engine interface.
 
 One model is loaded per process and shared by every session. A session never holds the video:
-frames are decoded by the :class:`FrameSource` (itself a bounded cache), resized and normalized
-on the device when needed, and their image features kept in a small LRU cache, so opening a long
-video costs nothing and memory stays flat while it propagates. On CUDA the model runs under
-bfloat16 autocast with TF32 matrix products, as SAM 2's demo does.
+frames are decoded by the :class:`FrameSource` (itself a bounded cache) when needed, and their
+image features kept in a small LRU cache, so opening a long video costs nothing and memory stays
+flat while it propagates. While it propagates, the next frame is decoded and preprocessed in the
+background, and each frame's masks are finished in another thread while the next frame runs
+(:mod:`.pipeline`): the thread that launches the model's kernels does little else. On CUDA the
+model runs under bfloat16 autocast with TF32 matrix products, as SAM 2's demo does.
 """
 
 from __future__ import annotations
@@ -13,15 +15,13 @@ import dataclasses
 import functools
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
 from segmentation.engines.frames import FrameSource
@@ -30,10 +30,9 @@ from segmentation.engines.sam2.checkpoint import checkpoint_load
 from segmentation.engines.sam2.config import MODEL_SIZES, SIZE_ALIASES
 from segmentation.engines.sam2.holes import MAX_AREA as HOLE_AREA_LIMIT
 from segmentation.engines.sam2.model import FrameFeatures, Sam2Model
+from segmentation.engines.sam2.pipeline import FramesAhead, MasksBehind
 from segmentation.engines.sam2.tracker import Tracker
 
-IMAGE_MEAN = (0.485, 0.456, 0.406)
-IMAGE_STD = (0.229, 0.224, 0.225)
 T = TypeVar("T")
 DEVICES = ("auto", "cuda", "mps", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -167,8 +166,9 @@ class Sam2VideoState(VideoState):
         self._engine = engine
         self._model = engine.model
         self._features: OrderedDict[int, FrameFeatures] = OrderedDict()
-        self._prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sam2-frames")
-        self._prefetched: tuple[int, Future[np.ndarray]] | None = None
+        device = engine.device
+        self._frames_ahead = FramesAhead(frames, self._model.config.image_size, device)
+        self._masks_behind = MasksBehind(frames.height, frames.width, device)
         options = engine.options
         self.tracker = Tracker(
             self._model,
@@ -181,34 +181,9 @@ class Sam2VideoState(VideoState):
         )
 
     # Frames.
-    @cached_property
-    def _normalization(self) -> tuple[torch.Tensor, torch.Tensor]:
-        device = self._engine.device
-        mean = torch.tensor(IMAGE_MEAN, device=device).view(1, 3, 1, 1)
-        std = torch.tensor(IMAGE_STD, device=device).view(1, 3, 1, 1)
-        return mean, std
-
     def model_input(self, frame_index: int) -> torch.Tensor:
         """Frame ``frame_index`` as the model sees it: ``1 x 3 x S x S``, normalized."""
-        image = self._decoded(frame_index)
-        pixels = torch.from_numpy(image.copy()).to(self._engine.device, non_blocking=True)
-        pixels = pixels.permute(2, 0, 1)[None].float() / 255.0
-        size = self._model.config.image_size
-        pixels = F.interpolate(pixels, (size, size), mode="bilinear", antialias=True)
-        mean, std = self._normalization
-        return (pixels - mean) / std
-
-    def _decoded(self, frame_index: int) -> np.ndarray:
-        prefetched = self._prefetched
-        if prefetched is not None and prefetched[0] == frame_index:
-            self._prefetched = None
-            return prefetched[1].result()
-        return self.frames.frame(frame_index)
-
-    def _prefetch(self, frame_index: int) -> None:
-        if 0 <= frame_index < self.frame_count and frame_index not in self._features:
-            future = self._prefetcher.submit(self.frames.frame, frame_index)
-            self._prefetched = (frame_index, future)
+        return self._frames_ahead.take(frame_index)
 
     def features(self, frame_index: int) -> FrameFeatures:
         cached = self._features.get(frame_index)
@@ -239,7 +214,8 @@ class Sam2VideoState(VideoState):
         return self._masks(frame_index)
 
     def _masks(self, frame_index: int) -> Masks:
-        return self._run(lambda: self._video_masks(self.tracker.logits(frame_index)))
+        logits = self.tracker.logits(frame_index)
+        return self._run(lambda: self._masks_behind.finish(logits)).result()
 
     def _cleared(self, frame_index: int, object_id: int) -> Masks:
         self.tracker.clear_clicks(frame_index, object_id)
@@ -254,35 +230,15 @@ class Sam2VideoState(VideoState):
     def _start_pass(self, frame_index: int) -> None:
         self._run(self.tracker.prepare)
 
-    def _track(self, frame_index: int, *, reverse: bool) -> Masks:
-        self._prefetch(frame_index - 1 if reverse else frame_index + 1)
+    def _track(self, frame_index: int, *, reverse: bool) -> Future[Masks]:
+        following = frame_index - 1 if reverse else frame_index + 1
+        if 0 <= following < self.frame_count and following not in self._features:
+            self._frames_ahead.fetch(following)
         logits = self._run(lambda: self.tracker.track(frame_index, reverse=reverse))
-        return self._run(lambda: self._video_masks(logits))
-
-    def _video_masks(self, logits: dict[int, torch.Tensor | None]) -> Masks:
-        """Logits to the video's resolution; each pixel goes to the object with the highest
-        positive logit there."""
-        height, width = self.frames.height, self.frames.width
-        present = [(object_id, value) for object_id, value in logits.items() if value is not None]
-        masks = {
-            object_id: np.zeros((height, width), dtype=bool)
-            for object_id, value in logits.items()
-            if value is None
-        }
-        if not present:
-            return masks
-        stacked = torch.cat([value.to(self._engine.device).float() for _, value in present])
-        scaled = F.interpolate(stacked, (height, width), mode="bilinear", align_corners=False)
-        # max's indices, not argmax: on the CPU argmax across objects ran 20x slower
-        best = scaled.max(dim=0, keepdim=True).indices
-        owner = torch.arange(len(present), device=scaled.device).view(-1, 1, 1, 1)
-        chosen = ((scaled > 0) & (best == owner))[:, 0].cpu().numpy()
-        for index, (object_id, _) in enumerate(present):
-            masks[object_id] = chosen[index]
-        return {object_id: masks[object_id] for object_id in logits}
+        return self._run(lambda: self._masks_behind.finish(logits))
 
     def close(self) -> None:
-        self._prefetcher.shutdown(wait=True, cancel_futures=True)
-        self._prefetched = None
+        self._frames_ahead.close()
+        self._masks_behind.close()
         self._features.clear()
         self.tracker.reset()

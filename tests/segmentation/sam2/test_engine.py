@@ -105,6 +105,21 @@ def test_propagation_visits_every_frame_and_is_repeatable(engine: Sam2Engine, fr
         assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
+def test_each_propagated_frame_has_the_masks_tracked_on_it(engine: Sam2Engine, frames) -> None:
+    state = engine.open(frames)
+    state.add_points(frame_index=4, object_id=1, points=[[0.3, 0.5]], labels=[1])
+    state.add_points(frame_index=4, object_id=2, points=[[0.7, 0.45]], labels=[1])
+
+    propagated = dict(state.propagate(start_frame_index=4))
+    afterwards = {index: state.masks(frame_index=index) for index in range(len(frames))}
+    state.close()
+
+    assert sorted(propagated) == list(range(12))
+    for index, masks in propagated.items():
+        assert list(masks) == [1, 2]
+        assert all(np.array_equal(masks[k], afterwards[index][k]) for k in masks), index
+
+
 def test_forgetting_prompts(sam2_state) -> None:
     sam2_state.add_points(frame_index=0, object_id=1, points=[[0.3, 0.5]], labels=[1])
     sam2_state.add_points(frame_index=0, object_id=2, points=[[0.7, 0.45]], labels=[1])
