@@ -1,4 +1,5 @@
-"""Small holes found on the device agree with OpenCV's connected components."""
+"""Small holes found on the device agree with OpenCV's connected components, which finds
+them on the host."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from segmentation.engines.sam2.holes import MAX_AREA, holes_filled, small_holes
+from segmentation.engines.sam2.holes import (
+    MAX_AREA,
+    holes_filled,
+    small_holes,
+    small_holes_on_host,
+)
 
 
 def holes_by_opencv(background: np.ndarray, max_area: int) -> np.ndarray:
@@ -56,6 +62,18 @@ def test_random_masks_agree_with_opencv(max_area: int) -> None:
             assert np.array_equal(holes[index, 0], expected), (density, index)
 
 
+@pytest.mark.parametrize("max_area", [1, 8, 20])
+def test_on_the_host_the_same_holes_are_found(max_area: int) -> None:
+    rng = np.random.default_rng(11)
+    for density in (0.2, 0.5, 0.8):
+        background = torch.from_numpy(rng.random((4, 1, 40, 56)) < density)
+
+        on_host = small_holes_on_host(background, max_area)
+
+        assert on_host.dtype == torch.bool
+        assert torch.equal(on_host, small_holes(background, max_area)), density
+
+
 def test_holes_filled_sets_only_the_holes() -> None:
     logits = torch.full((1, 1, 8, 8), 5.0)
     logits[0, 0, 3, 3] = -2.0  # a one-pixel hole
@@ -69,6 +87,7 @@ def test_holes_filled_sets_only_the_holes() -> None:
     assert holes_filled(logits, 0, 0.1) is logits
 
 
-def test_max_area_is_bounded() -> None:
+@pytest.mark.parametrize("find", [small_holes, small_holes_on_host])
+def test_max_area_is_bounded(find) -> None:
     with pytest.raises(ValueError, match=f"max_area must be within 1..{MAX_AREA}, got 65"):
-        small_holes(torch.zeros(1, 1, 4, 4, dtype=torch.bool), 65)
+        find(torch.zeros(1, 1, 4, 4, dtype=torch.bool), 65)
