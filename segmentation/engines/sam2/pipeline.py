@@ -46,8 +46,8 @@ class _Prepared:
 
 
 class FramesAhead:
-    """The model's input for each frame (``1 x 3 x S x S``, normalized), one frame prepared
-    ahead in a background thread."""
+    """The model's input for each frame (``1 x 3 x S x S``, normalized), the frames asked for
+    ahead prepared in a background thread."""
 
     def __init__(self, frames: FrameSource, size: int, device: torch.device) -> None:
         self._frames = frames
