@@ -12,7 +12,7 @@ parts of it:
   thread (or preparing it here, when it was not ahead);
 - ``model``: the model's own calls (image encoder, memory attention and the mask decoder,
   memory encoder), which on a GPU is their launching only;
-- ``holes``: filling small holes in the masks (on the device);
+- ``holes``: filling small holes in the masks (kernels on a GPU; OpenCV on the CPU);
 - ``copies``: sending the logits off to be finished (on a GPU: launching the kernels that make
   the masks and their non-blocking copy to the host);
 - ``masks out``: waiting for the previous frame's finished masks;
