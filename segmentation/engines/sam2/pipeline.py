@@ -12,7 +12,7 @@ take that work away:
   while the next frame is launched. On a GPU the launching thread only launches the few
   kernels that resize and threshold the logits and a non-blocking copy of the masks into pinned
   memory; the other thread waits for the copy. (Finishing three objects' masks at 1280x720
-  takes 25-30 ms on a 2-core host: longer than a small model's frame on a GPU.) On the CPU,
+  took 18-38 ms on a 2-core host: longer than a small model's frame on a GPU.) On the CPU,
   that thread does the arithmetic itself.
 """
 
