@@ -1,15 +1,20 @@
 """Who may use the admin API: staff users, holders of the admin token, and — only while no
-token is configured — requests from this machine (loopback)."""
+token is configured — requests from this machine (loopback) that no proxy forwarded.
+
+Behind a reverse proxy on the same machine every request arrives from loopback; the proxy's
+headers (``X-Forwarded-For`` and the like, which docs/deploy.md's nginx sets) are what tell
+such a request from one made here, so a request carrying any of them is not "this machine"."""
 
 from __future__ import annotations
 
 import enum
 import hmac
-import ipaddress
 
 from django.conf import settings
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
+
+from config.client_address import came_through_proxy, peer_is_loopback
 
 
 class Denied(enum.Enum):
@@ -49,10 +54,7 @@ def admin_access_check(request: HttpRequest) -> Denied | None:
 
 
 def _from_loopback(request: HttpRequest) -> bool:
-    try:
-        return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
-    except ValueError:
-        return False
+    return peer_is_loopback(request) and not came_through_proxy(request)
 
 
 def _cross_site(request: HttpRequest) -> bool:

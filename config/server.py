@@ -11,6 +11,9 @@ After the answer the server goes on reading, and discarding, what the client sti
 to :data:`LINGER_SEC`: a client that writes its whole body before it reads (browsers, most HTTP
 libraries) would otherwise meet a reset connection and lose the answer.
 
+At start, a server that listens beyond this machine while no ``CHANNELS_ADMIN_TOKEN`` is set
+says so in its log: the channel admin API then answers only staff logins from elsewhere.
+
 When the server is asked to stop (SIGTERM, SIGINT), the channel hub is closed before the event
 loop ends: its upstream connection is hung up and, with several processes, its relay keys are
 given back, so another process takes the upstream over within a third of the key's expiry (its
@@ -24,6 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import ipaddress
+import logging
+import os
+import sys
 from typing import Any
 
 import daphne.server
@@ -33,6 +40,8 @@ from twisted.internet import defer, reactor
 from twisted.web import http
 
 from config.body_limit import body_cap, body_refusal
+
+logger = logging.getLogger(__name__)
 
 LINGER_SEC = 30
 # The longest the hub may take to close at shutdown (an unreachable Redis, say).
@@ -134,7 +143,37 @@ def _hub_closed() -> defer.Deferred:
     return defer.Deferred.fromFuture(asyncio.ensure_future(closing))
 
 
+def listening_warning(host: str | None, *, token: str) -> str | None:
+    """What to warn of when the server listens on ``host`` (``None``: daphne's default,
+    loopback) with the admin token ``token``; ``None`` when all is well."""
+    if token or host is None:
+        return None
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return None
+    except ValueError:
+        if host == "localhost":
+            return None
+    return (
+        f"listening on {host} with no CHANNELS_ADMIN_TOKEN: the channel admin API admits only "
+        "staff logins and requests made on this machine (not through a proxy); set "
+        "CHANNELS_ADMIN_TOKEN to use it from elsewhere"
+    )
+
+
+def _warn_of_listening(argv: list[str]) -> None:
+    arguments, _ = CommandLineInterface().parser.parse_known_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from django.conf import settings
+
+    warning = listening_warning(arguments.host, token=settings.CHANNELS_ADMIN_TOKEN)
+    if warning:
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logger.warning(warning)
+
+
 def main() -> None:
+    _warn_of_listening(sys.argv[1:])
     reactor.addSystemEventTrigger("before", "shutdown", _hub_closed)
     # daphne builds its HTTP factory from this module-level name, and has no other way to be
     # given a request class.

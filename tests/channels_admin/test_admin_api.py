@@ -290,6 +290,29 @@ async def test_a_wrong_token_is_refused_from_anywhere(
     assert await nothing_changed()
 
 
+@pytest.mark.parametrize("path", ADMIN_ENDPOINTS)
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"X-Forwarded-For": "203.0.113.9"},
+        {"X-Real-IP": "203.0.113.9"},
+        {"Forwarded": "for=203.0.113.9"},
+        # what nginx on this machine sends for a client that is on this machine too
+        {"X-Forwarded-For": "127.0.0.1"},
+    ],
+    ids=["x-forwarded-for", "x-real-ip", "forwarded", "forwarded-loopback"],
+)
+async def test_loopback_through_a_proxy_needs_credentials(
+    client, channels, playlist_file, path, header
+):
+    playlist_file(m3u(("only", "Only", "http://127.0.0.1:9/only.ts")))
+
+    response = await admin_request(client, path, **header)
+
+    assert (response.status_code, response.content) == (401, b"authentication required")
+    assert await nothing_changed()
+
+
 async def test_loopback_is_refused_once_a_token_is_set(client, channels, settings):
     settings.CHANNELS_ADMIN_TOKEN = "s3cret"
 

@@ -2,7 +2,8 @@
 segmentation process that share a database and Redis. Every segmentation operation reaches the
 process that holds the session; the channel pages, API and /ts reach the web processes, in turn
 (a /ts viewer that one refuses goes to the next), and the upstream sees ONE connection between
-them."""
+them. The channel admin API answers through the front only to its token: every request nginx
+forwards carries its proxy headers, so none passes for one made on the server's own machine."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ ADD = """mutation($s: String!) {
                     labels: [1], points: [[0.3, 0.45]]}) { frameIndex }
 }"""
 PING = "query($s: String!) { ping(input: {sessionId: $s}) { success } }"
+TOKEN = "layout-token"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 
 CONFIG = """
 daemon off;
@@ -49,6 +52,9 @@ http {{
         listen 127.0.0.1:{port};
         client_max_body_size 71m;
         proxy_set_header Host $host;
+        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        proxy_set_header X-Real-IP $remote_addr;
+        proxy_set_header X-Forwarded-Proto $scheme;
         location = /ts {{
             proxy_pass http://web; proxy_http_version 1.1; proxy_buffering off;
             proxy_next_upstream error timeout http_503;
@@ -70,6 +76,22 @@ def nginx_binary() -> str:
     return NGINX
 
 
+def nginx_started(stack: contextlib.ExitStack, binary: str, work: Path, port: int) -> str:
+    """Run nginx with ``work/nginx.conf`` until ``stack`` closes; the front's base URL."""
+    proxy = subprocess.Popen([binary, "-c", str(work / "nginx.conf"), "-p", str(work)])
+    stack.callback(proxy.wait, timeout=10)
+    stack.callback(proxy.terminate)
+    front = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            requests.get(f"{front}/healthz", timeout=1)
+            return front
+        except requests.ConnectionError:
+            assert time.monotonic() < deadline, (work / "error.log").read_text()
+            time.sleep(0.1)
+
+
 def gql(server: str, query: str, **variables: object) -> dict:
     payload = {"query": query, "variables": variables}
     return requests.post(f"{server}/graphql", json=payload, timeout=30).json()
@@ -84,6 +106,7 @@ def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, 
         "CHANNELS_PLAYLIST_PATH": str(playlist),
         "REDIS_URL": REDIS_URL,
         "CHANNELS_RELAY_PREFIX": f"test-layout-{uuid.uuid4().hex[:8]}",
+        "CHANNELS_ADMIN_TOKEN": TOKEN,
     }
     ports = {name: free_port() for name in ("web", "web_2", "segmentation", "port")}
     work = tmp_path / "nginx"
@@ -106,18 +129,7 @@ def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, 
             )
             for name in ("web", "web_2", "segmentation")
         )
-        proxy = subprocess.Popen([nginx_binary, "-c", str(config), "-p", str(work)])
-        stack.callback(proxy.wait, timeout=10)
-        stack.callback(proxy.terminate)
-        front = f"http://127.0.0.1:{ports['port']}"
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                requests.get(f"{front}/healthz", timeout=1)
-                break
-            except requests.ConnectionError:
-                assert time.monotonic() < deadline, (work / "error.log").read_text()
-                time.sleep(0.1)
+        front = nginx_started(stack, nginx_binary, work, ports["port"])
 
         # segmentation, through the front
         path = gql(front, "{ defaultVideo { path } }")["data"]["defaultVideo"]["path"]
@@ -132,7 +144,16 @@ def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, 
             parts = b"".join(stream.iter_content(chunk_size=None)).count(b"--frame\r\n")
 
         # channels, through the front: the web processes take the requests in turn
-        selected = requests.post(f"{front}/api/admin/channel", json={"channel_id": "a"}, timeout=10)
+        # the admin API, through the front: the token, and nothing else, lets a request in
+        refused = requests.post(
+            f"{front}/api/admin/channel",
+            json={"channel_id": "a"},
+            headers={"X-Forwarded-For": "127.0.0.1"},
+            timeout=10,
+        )
+        selected = requests.post(
+            f"{front}/api/admin/channel", json={"channel_id": "a"}, headers=ADMIN, timeout=10
+        )
         viewers = [Viewer(front, want=10**9) for _ in range(4)]
         stack.callback(lambda: [viewer.close() for viewer in viewers])
         wait_until(
@@ -141,12 +162,13 @@ def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, 
         )
         per_process = _viewers_per_process(env["CHANNELS_RELAY_PREFIX"])
         statuses = [
-            requests.get(f"{server}/api/admin/status", timeout=10).json()
+            requests.get(f"{server}/api/admin/status", headers=ADMIN, timeout=10).json()
             for server in (front, front, web, web_2, segmentation)
         ]
 
         assert clicked == {"data": {"addPoints": {"frameIndex": 0}}}
         assert parts == 144
+        assert (refused.status_code, refused.text) == (401, "authentication required")
         assert selected.status_code == 200
         assert all(viewer.data[0] == 0x47 for viewer in viewers)
         # both web processes serve viewers, the capped one one of them: the viewer it refused
@@ -162,6 +184,42 @@ def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, 
         assert {(status["channel_name"], status["viewers"]) for status in statuses} == {
             ("Channel A", 4)
         }
+
+
+def test_without_a_token_the_admin_api_answers_no_request_through_the_front(nginx_binary, tmp_path):
+    # given one server on loopback with no admin token, behind nginx on the same machine
+    ports = {name: free_port() for name in ("web", "port")}
+    work = tmp_path / "nginx"
+    work.mkdir()
+    (work / "nginx.conf").write_text(
+        CONFIG.format(work=work, web_2=ports["web"], segmentation=ports["web"], **ports)
+    )
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(running_server(tmp_path, port=ports["web"]))
+        front = nginx_started(stack, nginx_binary, work, ports["port"])
+
+        # when a client sends what a curl through the front would, with and without a forged
+        # address
+        answers = [
+            requests.post(
+                f"{front}/api/admin/channel",
+                json={"channel_id": "demo.1"},
+                headers=headers,
+                timeout=10,
+            )
+            for headers in ({}, {"X-Forwarded-For": "203.0.113.9"}, {"X-Forwarded-For": ""})
+        ]
+        listed = requests.get(f"{front}/api/admin/channels", timeout=10)
+        reload = requests.post(f"{front}/api/admin/playlist/reload", timeout=10)
+        status = requests.get(f"{server}/api/admin/status", timeout=10).json()
+
+    # then every one is refused, and the channel is the one it was
+    refusal = (401, "authentication required")
+    assert [(answer.status_code, answer.text) for answer in answers] == [refusal] * 3
+    assert (listed.status_code, listed.text) == refusal
+    assert (reload.status_code, reload.text) == refusal
+    # the same machine, not through the proxy, is still admitted
+    assert status["channel_name"] == ""
 
 
 def _viewers_per_process(prefix: str) -> dict[str, int]:
