@@ -7,6 +7,7 @@ secret key under ``var/``, and the in-memory channel layer. ``DATABASE_URL`` and
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -30,6 +31,16 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = secret_key_load(path=VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Proxies whose X-Forwarded-For names the client (addresses or networks); the client's address
+# keys the per-client limits (config/client_address.py). Only this machine by default.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", ["127.0.0.1", "::1"])
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TRUSTED_PROXIES must list IP addresses or networks, got {_proxy!r}"
+        ) from None
 
 INSTALLED_APPS = [
     # First, so that `runserver` serves the ASGI application.
@@ -50,6 +61,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "corsheaders.middleware.CorsMiddleware",
+    "config.cross_site.CrossSiteRefusal",
     "config.server_timing.ServerTimingMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
