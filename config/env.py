@@ -7,8 +7,10 @@ a value that is present but malformed is a start-up error naming the variable.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,36 @@ def env_list(
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``count`` per ``period`` seconds."""
+
+    count: int
+    period: int
+
+    def __str__(self) -> str:
+        return f"{self.count}/{_UNITS[self.period]}"
+
+
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_UNITS = {seconds: letter for letter, seconds in _PERIODS.items()}
+
+
+def env_rate(name: str, default: str, *, environ: Mapping[str, str] = os.environ) -> Rate | None:
+    """A rate such as ``120/m`` (per ``s``, ``m``, ``h`` or ``d``); ``None`` (no limit) for an
+    empty value or ``0``."""
+    raw = environ.get(name, default).strip()
+    if raw in {"", "0"}:
+        return None
+    match = re.fullmatch(r"(\d+)/([smhd])", raw)
+    if match is None:
+        raise ImproperlyConfigured(
+            f"{name} must be a rate such as 120/m (per s, m, h or d), got {raw!r}"
+        )
+    count = int(match.group(1))
+    return Rate(count, _PERIODS[match.group(2)]) if count else None
 
 
 def env_options(name: str, *, environ: Mapping[str, str] = os.environ) -> dict[str, str]:

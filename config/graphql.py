@@ -5,7 +5,15 @@
 - Requests may follow the GraphQL multipart request specification: an ``operations`` field (the
   JSON request), a ``map`` field (which file part goes to which variable), and the file parts.
   (The size of the whole request is capped before Django reads it: ``config/body_limit.py``.)
-- What one request may ask for is limited: ``config/graphql_limits.py``.
+- A request whose parameters have the wrong types (a query that is not a string, variables that
+  are not an object) is refused with 400 ``BAD_USER_INPUT``, and JSON nested deeper than Python's
+  parser goes is invalid JSON like any other, before either reaches GraphQL.
+- What one request may ask for is limited: ``config/graphql_limits.py``; what it may cost the
+  engine, once it is known to be valid, too (``segmentation/graphql/cost.py``, refused with
+  ``QUERY_TOO_COMPLEX``). Each client's mutations and uploads are rate-limited
+  (``config/rate_limits.py``): over its limit, a request is answered 429 ``RATE_LIMITED`` with
+  ``Retry-After`` before it runs. An error that says when to come back (the session's engine
+  budget, ``RESOURCE_EXHAUSTED``) sets ``Retry-After`` too.
 - A document that passed those limits and GraphQL's validation is kept, parsed, by its text
   (the last ``VALIDATED_DOCUMENTS`` of up to ``CACHED_QUERY_CHARS``): clients send the same few
   operations again and again, and parsing and validating one took a quarter of the server's
@@ -16,24 +24,45 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import threading
 from collections import OrderedDict
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from graphene_django.views import GraphQLView, HttpError
-from graphql import DocumentNode, ExecutionResult, GraphQLError, execute, parse, validate
+from graphql import (
+    DocumentNode,
+    ExecutionResult,
+    GraphQLError,
+    OperationType,
+    execute,
+    get_operation_ast,
+    parse,
+    validate,
+)
 
-from config.graphql_limits import graphql_size_errors, graphql_validation_rules
+from config.graphql_limits import TOO_COMPLEX, graphql_size_errors, graphql_validation_rules
+from config.rate_limits import rate_limit_wait
+from segmentation.graphql.cost import OPENING_FIELDS, operation_cost
 
 VALIDATED_DOCUMENTS = 256
 CACHED_QUERY_CHARS = 20_000
+UPLOAD_FIELDS = OPENING_FIELDS - {"startSession"}
+RETRY_AFTER = "graphql_retry_after"  # the request's attribute: seconds, for the header
 
 
 class ApiView(GraphQLView):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.validation_rules = graphql_validation_rules()
+
+    def dispatch(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        response = super().dispatch(request, *args, **kwargs)
+        retry_after = getattr(request, RETRY_AFTER, None)
+        if retry_after is not None:
+            response["Retry-After"] = str(retry_after)
+        return response
 
     def execute_graphql_request(
         self,
@@ -61,6 +90,9 @@ class ApiView(GraphQLView):
                 return ExecutionResult(data=None, errors=errors)
             if len(query) <= CACHED_QUERY_CHARS:
                 _validated_documents.put(key, document)
+        refused = _refusal(request, document, variables, operation_name)
+        if refused is not None:
+            return refused
         return self._execute(request, document, variables, operation_name)
 
     def _execute(
@@ -72,7 +104,7 @@ class ApiView(GraphQLView):
     ) -> ExecutionResult:
         """Run a document known to be valid, as graphene-django's view runs one."""
         try:
-            return execute(
+            result = execute(
                 self.schema.graphql_schema,
                 document,
                 root_value=self.get_root_value(request),
@@ -83,15 +115,38 @@ class ApiView(GraphQLView):
             )
         except Exception as error:  # as graphene-django's view: the error goes in the answer
             return ExecutionResult(errors=[error])
+        waits = [
+            getattr(getattr(error, "original_error", None), "retry_after", None)
+            for error in result.errors or ()
+        ]
+        waits = [wait for wait in waits if wait is not None]
+        if waits:
+            setattr(request, RETRY_AFTER, math.ceil(max(waits)))
+        return result
 
     def parse_body(self, request: HttpRequest) -> dict:
         if self.get_content_type(request) == "multipart/form-data":
             return operations_with_files(request)
-        return super().parse_body(request)
+        try:
+            return super().parse_body(request)
+        except RecursionError:
+            # nested deeper than Python's parser goes: as invalid as any other bad JSON
+            raise HttpError(HttpResponseBadRequest("POST body sent invalid JSON.")) from None
+
+    @staticmethod
+    def get_graphql_params(request: HttpRequest, data: dict) -> tuple:
+        query, variables, operation_name, id_ = GraphQLView.get_graphql_params(request, data)
+        if not isinstance(query, str | None):
+            raise BadGraphQLRequest("the query must be a string")
+        if not isinstance(operation_name, str | None):
+            raise BadGraphQLRequest("operationName must be a string or null")
+        if not isinstance(variables, dict | None):
+            raise BadGraphQLRequest("variables must be a JSON object or null")
+        return query, variables, operation_name, id_
 
     @staticmethod
     def format_error(error: Exception) -> dict:
-        if isinstance(error, BadMultipartRequest):
+        if isinstance(error, BadGraphQLRequest | RateLimited):
             return {"message": error.message, "extensions": {"code": error.code}}
         formatted = GraphQLView.format_error(error)
         original = (
@@ -101,6 +156,9 @@ class ApiView(GraphQLView):
         if isinstance(code, enum.Enum):
             formatted["message"] = str(original)
             formatted["extensions"] = {**formatted.get("extensions", {}), "code": code.value}
+            retry_after = getattr(original, "retry_after", None)
+            if retry_after is not None:
+                formatted["extensions"]["retryAfter"] = math.ceil(retry_after)
         return formatted
 
 
@@ -113,7 +171,7 @@ def operations_with_files(request: HttpRequest) -> dict:
         raise BadMultipartRequest(
             f"a multipart GraphQL request needs the field {missing}"
         ) from None
-    except ValueError:
+    except (ValueError, RecursionError):
         raise BadMultipartRequest("the operations and map fields must be JSON") from None
     if not isinstance(operations, dict) or not isinstance(mapping, dict):
         raise BadMultipartRequest("operations must be a JSON object and map a JSON object")
@@ -145,13 +203,61 @@ def _place(operations: dict, path: str, file: object) -> None:
         raise BadMultipartRequest(f"the map's path {path!r} is not in the operations") from None
 
 
-class BadMultipartRequest(HttpError):
-    """A multipart request that does not follow the specification: answered with 400."""
+class BadGraphQLRequest(HttpError):
+    """A request the endpoint cannot read as a GraphQL request: answered with 400."""
 
     code = "BAD_USER_INPUT"
 
     def __init__(self, message: str) -> None:
         super().__init__(HttpResponseBadRequest(), message)
+
+
+class BadMultipartRequest(BadGraphQLRequest):
+    """A multipart request that does not follow the specification."""
+
+
+class RateLimited(HttpError):
+    """A client over its rate limit: answered with 429 and ``Retry-After``."""
+
+    code = "RATE_LIMITED"
+
+    def __init__(self, what: str, wait: int) -> None:
+        response = HttpResponse(status=429)
+        response["Retry-After"] = str(wait)
+        super().__init__(response, f"too many {what} from this client; try again in {wait} s")
+
+
+def _refusal(
+    request: HttpRequest,
+    document: DocumentNode,
+    variables: dict | None,
+    operation_name: str | None,
+) -> ExecutionResult | None:
+    """Why the valid document is not run now: its client is over a rate limit (raised as
+    :class:`RateLimited`), or it would cost the engine too much. ``None`` if it runs."""
+    operation = get_operation_ast(document, operation_name)
+    if operation is not None and operation.operation == OperationType.MUTATION:
+        wait = rate_limit_wait(request, kind="mutations", rate=settings.RATE_LIMIT_MUTATIONS)
+        if wait is not None:
+            raise RateLimited("mutations", wait)
+        if any(
+            getattr(selection, "name", None) is not None and selection.name.value in UPLOAD_FIELDS
+            for selection in operation.selection_set.selections
+        ):
+            wait = rate_limit_wait(request, kind="uploads", rate=settings.RATE_LIMIT_UPLOADS)
+            if wait is not None:
+                raise RateLimited("uploads", wait)
+    cost = operation_cost(document, operation_name, variables)
+    if cost <= settings.GRAPHQL_MAX_COST:
+        return None
+    name = f"'{operation.name.value}'" if operation and operation.name else "the operation"
+    message = (
+        f"{name} would cost the engine {cost}; at most {settings.GRAPHQL_MAX_COST} "
+        "(each root field 1, each engine call 4 more, each point 1, each frame 8)"
+    )
+    return ExecutionResult(
+        data=None, errors=[GraphQLError(message, extensions={"code": TOO_COMPLEX})]
+    )
 
 
 def _limits() -> tuple:

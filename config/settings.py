@@ -20,6 +20,7 @@ from config.env import (
     env_list,
     env_named_options,
     env_options,
+    env_rate,
     env_str,
     secret_key_load,
 )
@@ -97,6 +98,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "")
 CHANNEL_LAYERS = channel_layers_config(REDIS_URL)
+# The cache counts the per-client rate limits: in Redis, shared by every process, when there is
+# one; else in each process's memory.
+if REDIS_URL:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -140,6 +147,14 @@ GRAPHQL_MAX_FIELDS = env_int("GRAPHQL_MAX_FIELDS", 300, minimum=1)
 GRAPHQL_MAX_ROOT_FIELDS = env_int("GRAPHQL_MAX_ROOT_FIELDS", 10, minimum=1)
 GRAPHQL_MAX_TOKENS = env_int("GRAPHQL_MAX_TOKENS", 5000, minimum=100)
 GRAPHQL_INTROSPECTION = env_bool("GRAPHQL_INTROSPECTION", True)
+# What one request may cost the engine (segmentation/graphql/cost.py): each root field 1, each
+# engine call 4 more, each point 1, each frame it touches 8.
+GRAPHQL_MAX_COST = env_int("GRAPHQL_MAX_COST", 100, minimum=1)
+# Per-client limits (config/rate_limits.py), "count/period" with s, m, h or d; empty or 0: none.
+# Mutations count every GraphQL mutation request and every propagation started; uploads, every
+# request that uploads a video or annotations.
+RATE_LIMIT_MUTATIONS = env_rate("RATE_LIMIT_MUTATIONS", "600/m")
+RATE_LIMIT_UPLOADS = env_rate("RATE_LIMIT_UPLOADS", "60/h")
 
 GRAPHENE = {
     "SCHEMA": "config.schema.schema",
@@ -182,6 +197,10 @@ MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 7680 * 4320, minimum=1)
 TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
+# Engine time a session's prompts may take (segmentation/services/engine_budget.py): bursts of
+# this many seconds, refilled at this share of a core; 0 in either turns the budget off.
+SESSION_ENGINE_BURST_SEC = env_int("SESSION_ENGINE_BURST_SEC", 30, minimum=0)
+SESSION_ENGINE_SHARE = env_int("SESSION_ENGINE_SHARE_PERCENT", 25, minimum=0) / 100
 # Sessions in inference workers (`manage.py segmentation_worker`, docs/deploy.md): this process
 # then holds no engine and routes every session's operations to its worker through Redis.
 SEGMENTATION_WORKERS = env_bool("SEGMENTATION_WORKERS", False)

@@ -15,6 +15,8 @@ class ErrorCode(enum.StrEnum):
     UPLOAD_TOO_LARGE = "UPLOAD_TOO_LARGE"
     UNSUPPORTED_MEDIA = "UNSUPPORTED_MEDIA"
     TOO_MANY_SESSIONS = "TOO_MANY_SESSIONS"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    RATE_LIMITED = "RATE_LIMITED"
 
 
 class SegmentationError(Exception):
@@ -47,3 +49,13 @@ class UploadTooLarge(SegmentationError):
 
 class UnsupportedMedia(SegmentationError):
     code = ErrorCode.UNSUPPORTED_MEDIA
+
+
+class ResourceExhausted(SegmentationError):
+    """The session spent its engine time; it may go on after ``retry_after`` seconds."""
+
+    code = ErrorCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

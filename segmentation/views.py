@@ -19,6 +19,7 @@ import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import (
     FileResponse,
@@ -32,6 +33,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
+from config.rate_limits import rate_limit_wait
 from segmentation.errors import ErrorCode, SegmentationError
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
@@ -50,7 +52,10 @@ CHUNK = 256 * 1024
 @require_safe
 def media_file(request: HttpRequest, path: str) -> HttpResponse:
     root = Path(settings.MEDIA_ROOT).resolve()
-    file = (root / path).resolve()
+    try:
+        file = (root / path).resolve()
+    except ValueError:  # a NUL byte, which no file name holds
+        raise Http404("no such file") from None
     if not file.is_relative_to(root) or not file.is_file() or file.name.startswith("."):
         raise Http404("no such file")
     size = file.stat().st_size
@@ -144,7 +149,7 @@ def masks_archive(request: HttpRequest) -> HttpResponse:
         # Read as a stream: a long video's annotations outgrow DATA_UPLOAD_MAX_MEMORY_SIZE, and
         # the body cap in front of Django bounds them.
         data = json.load(request)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
     try:
         name, archive = mask_archive_build(data=data)
@@ -182,6 +187,17 @@ async def propagate_in_video(request: HttpRequest) -> HttpResponse:
     frame as they are computed, one part per frame of a ``multipart/x-savi-stream``."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST a JSON body")
+    wait = await sync_to_async(rate_limit_wait)(
+        request, kind="mutations", rate=settings.RATE_LIMIT_MUTATIONS
+    )
+    if wait is not None:
+        response = _error(
+            429,
+            ErrorCode.RATE_LIMITED,
+            f"too many mutations from this client; try again in {wait} s",
+        )
+        response["Retry-After"] = str(wait)
+        return response
     try:
         body = json.loads(request.body or b"{}")
         session_id = body["session_id"]
@@ -190,7 +206,7 @@ async def propagate_in_video(request: HttpRequest) -> HttpResponse:
             start = 0
         if not isinstance(session_id, str) or isinstance(start, bool) or not isinstance(start, int):
             raise TypeError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
         return _error(
             400,
             ErrorCode.BAD_USER_INPUT,

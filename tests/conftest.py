@@ -57,6 +57,16 @@ def server_import(env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(autouse=True)
+def rate_limits_reset() -> Iterator[None]:
+    """Each test's requests in this process count against fresh per-client limits: the test
+    client's requests all come from one address, and the limits' cache outlives a test."""
+    yield
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

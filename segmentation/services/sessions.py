@@ -3,6 +3,7 @@
 A session wraps one engine state for one video. Each has its own lock, so sessions never
 wait on each other's inference, and a cancel flag that is set without taking that lock.
 Sessions expire after an idle timeout, renewed by every operation, and their number is capped.
+Each session's prompts spend engine time from a budget of its own (``engine_budget.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
 from segmentation.rle import rle_encode
 from segmentation.selectors import video_get
+from segmentation.services.engine_budget import EngineBudget
 from segmentation.services.engines import engine_get
 from segmentation.services.videos import media_path
 
@@ -40,6 +42,7 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel: threading.Event = field(default_factory=threading.Event)
     ended: bool = False  # closed or expired: its state is being freed
+    budget: EngineBudget | None = None  # the engine time its prompts may take; None: no limit
 
 
 class SessionRegistry:
@@ -52,11 +55,13 @@ class SessionRegistry:
         max_sessions: int,
         clock: Callable[[], float] = time.monotonic,
         on_end: Callable[[Session], None] = lambda session: None,
+        budget: Callable[[], EngineBudget | None] = lambda: None,
     ) -> None:
         self._idle_timeout = idle_timeout
         self._max_sessions = max_sessions
         self._clock = clock
         self._on_end = on_end
+        self._budget = budget
         self._sessions: dict[str, Session] = {}
         self._guard = threading.Lock()
 
@@ -83,7 +88,11 @@ class SessionRegistry:
             self._expire_locked()
             self._check_room_locked()
             session = Session(
-                id=str(uuid.uuid4()), state=state, last_used=self._clock(), video_path=video_path
+                id=str(uuid.uuid4()),
+                state=state,
+                last_used=self._clock(),
+                video_path=video_path,
+                budget=self._budget(),
             )
             self._sessions[session.id] = session
             return session
@@ -146,6 +155,9 @@ def session_registry() -> SessionRegistry:
         idle_timeout=settings.SESSION_IDLE_TIMEOUT_SEC,
         max_sessions=settings.MAX_SESSIONS,
         on_end=_session_free,
+        budget=lambda: EngineBudget(
+            burst=settings.SESSION_ENGINE_BURST_SEC, share=settings.SESSION_ENGINE_SHARE
+        ),
     )
 
 
@@ -218,7 +230,7 @@ def session_add_points(
     clear_old_points: bool,
 ) -> FrameMasks:
     session = session_registry().get(session_id)
-    with _held(session), _prompt_errors():
+    with _metered(session), _prompt_errors():
         started = time.perf_counter()
         masks = session.state.add_points(
             frame_index=frame_index,
@@ -234,7 +246,7 @@ def session_clear_points_in_frame(
     *, session_id: str, frame_index: int, object_id: int
 ) -> FrameMasks:
     session = session_registry().get(session_id)
-    with _held(session), _prompt_errors():
+    with _metered(session), _prompt_errors():
         masks = session.state.clear_points_in_frame(frame_index=frame_index, object_id=object_id)
     return FrameMasks(frame_index, masks)
 
@@ -248,7 +260,7 @@ def session_clear_points_in_video(*, session_id: str) -> None:
 def session_remove_object(*, session_id: str, object_id: int) -> list[FrameMasks]:
     """Forget the object; the masks of the frames where it had points, without it."""
     session = session_registry().get(session_id)
-    with _held(session), _prompt_errors():
+    with _metered(session), _prompt_errors():
         state: VideoState = session.state
         frames = sorted(state.prompts.get(object_id, {}))
         state.remove_object(object_id=object_id)
@@ -349,6 +361,21 @@ def _held(session: Session) -> Iterator[None]:
         if session.ended:
             raise SessionNotFound(f"no session with id {session.id!r}")
         yield
+
+
+@contextlib.contextmanager
+def _metered(session: Session) -> Iterator[None]:
+    """:func:`_held`, for a prompt: refused while the session's engine budget is spent, and
+    the time it takes spent from it."""
+    with _held(session):
+        if session.budget is not None:
+            session.budget.check()
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if session.budget is not None:
+                session.budget.spend(time.perf_counter() - started)
 
 
 @contextlib.contextmanager

@@ -6,16 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from segmentation.errors import (
-    BadUserInput,
-    ErrorCode,
-    SegmentationError,
-    SessionNotFound,
-    TooManySessions,
-    UnsupportedMedia,
-    UploadTooLarge,
-    VideoNotFound,
-)
+from segmentation.errors import ErrorCode, ResourceExhausted, SegmentationError
 from segmentation.rle import rle_encode
 from segmentation.services import sessions
 
@@ -58,27 +49,24 @@ OPERATIONS: dict[str, Callable[..., object]] = {
     "engine": sessions.session_engine,
 }
 
-_ERRORS = {
-    error.code: error
-    for error in (
-        BadUserInput,
-        SessionNotFound,
-        TooManySessions,
-        UnsupportedMedia,
-        UploadTooLarge,
-        VideoNotFound,
-    )
-}
+# Every error type by its code (the worker and the web process import the same classes).
+_ERRORS = {error.code: error for error in SegmentationError.__subclasses__()}
 
 
-def error_encode(error: SegmentationError) -> dict[str, str]:
-    return {"code": error.code.value, "message": error.message}
+def error_encode(error: SegmentationError) -> dict[str, object]:
+    encoded: dict[str, object] = {"code": error.code.value, "message": error.message}
+    if isinstance(error, ResourceExhausted):
+        encoded["retry_after"] = error.retry_after
+    return encoded
 
 
-def error_decode(data: dict[str, str]) -> Exception:
+def error_decode(data: dict[str, object]) -> Exception:
     """The API error a worker answered with; a RuntimeError for a failure of the worker."""
+    message = str(data["message"])
     try:
         code = ErrorCode(data["code"])
     except ValueError:
-        return RuntimeError(data["message"])
-    return _ERRORS[code](data["message"])
+        return RuntimeError(message)
+    if code == ErrorCode.RESOURCE_EXHAUSTED:
+        return ResourceExhausted(message, retry_after=float(data.get("retry_after", 1)))
+    return _ERRORS[code](message)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from segmentation.errors import ErrorCode, SegmentationError, SessionNotFound, TooManySessions
+from segmentation.errors import (
+    ErrorCode,
+    ResourceExhausted,
+    SegmentationError,
+    SessionNotFound,
+    TooManySessions,
+)
 from segmentation.services.sessions import FrameMasks
 from segmentation.workers.operations import error_decode, error_encode, frame_encode
 
@@ -28,6 +34,16 @@ def test_every_api_error_comes_back_as_itself(kind):
 
     assert type(decoded) is kind
     assert decoded.message == "what went wrong"
+
+
+def test_an_exhausted_budget_says_when_to_come_back_through_a_worker():
+    decoded = error_decode(error_encode(ResourceExhausted("spent", retry_after=12.5)))
+
+    assert (type(decoded), decoded.message, decoded.retry_after) == (
+        ResourceExhausted,
+        "spent",
+        12.5,
+    )
 
 
 def test_the_codes_are_the_api_s():

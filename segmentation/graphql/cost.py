@@ -1,0 +1,117 @@
+"""What one GraphQL request would cost the engine, reckoned from the document and its variables
+before anything runs.
+
+The size limits (config/graphql_limits.py) count fields; they cannot see that one ``addPoints``
+with a hundred points in its variables takes the engine seconds, or that ten of them under
+aliases on ten frames take ten times that. The cost counts what the engine's time grows with:
+
+- each root field of the operation: 1, each alias again;
+- each field that runs the engine: :data:`ENGINE_CALL` more;
+- each point of an ``addPoints``: 1;
+- each frame the request touches (``frameIndex``), once: :data:`FRAME` (a frame new to the
+  session is decoded and, for SAM 2, run through the image encoder);
+- opening a session (a video to decode) or an upload: :data:`OPEN`.
+
+A person's click is about 14 (one root field, one engine call, one point, one frame); the
+default budget (``GRAPHQL_MAX_COST``, 100) admits a click of up to 86 points or several
+objects' clicks on a few frames. A request over it is refused before any of it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    value_from_ast_untyped,
+)
+
+ENGINE_CALL = 4
+FRAME = 8
+OPEN = 8
+ENGINE_FIELDS = frozenset({"addPoints", "clearPointsInFrame", "removeObject"})
+OPENING_FIELDS = frozenset(
+    {"startSession", "uploadVideo", "uploadSharedVideo", "uploadAnnotations"}
+)
+
+
+def operation_cost(
+    document: DocumentNode, operation_name: str | None, variables: dict[str, Any] | None
+) -> int:
+    """The cost of the operation the request runs (0 if the document names none)."""
+    operation = _operation(document, operation_name)
+    if operation is None:
+        return 0
+    fragments = {
+        definition.name.value: definition
+        for definition in document.definitions
+        if isinstance(definition, FragmentDefinitionNode)
+    }
+    variables = variables if isinstance(variables, dict) else {}
+    cost = 0
+    frames: set[object] = set()
+    for field in _root_fields(operation.selection_set, fragments, set()):
+        name = field.name.value
+        cost += 1
+        if name in OPENING_FIELDS:
+            cost += OPEN
+        if name not in ENGINE_FIELDS:
+            continue
+        cost += ENGINE_CALL
+        arguments = _input(field, variables)
+        points = arguments.get("points")
+        if isinstance(points, list):
+            cost += len(points)
+        frame = arguments.get("frameIndex")
+        if isinstance(frame, int | float | str):
+            frames.add(frame)
+    return cost + FRAME * len(frames)
+
+
+def _operation(
+    document: DocumentNode, operation_name: str | None
+) -> OperationDefinitionNode | None:
+    operations = [
+        definition
+        for definition in document.definitions
+        if isinstance(definition, OperationDefinitionNode)
+    ]
+    if operation_name is None:
+        return operations[0] if len(operations) == 1 else None
+    named = [o for o in operations if o.name is not None and o.name.value == operation_name]
+    return named[0] if named else None
+
+
+def _root_fields(
+    selection_set: SelectionSetNode,
+    fragments: dict[str, FragmentDefinitionNode],
+    open_fragments: set[str],
+) -> list[FieldNode]:
+    """The fields at the operation's root, fragments spread in (each alias a field of its own)."""
+    fields: list[FieldNode] = []
+    for selection in selection_set.selections:
+        if isinstance(selection, FieldNode):
+            fields.append(selection)
+        elif isinstance(selection, InlineFragmentNode):
+            fields += _root_fields(selection.selection_set, fragments, open_fragments)
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            fragment = fragments.get(name)
+            if fragment is not None and name not in open_fragments:
+                fields += _root_fields(fragment.selection_set, fragments, open_fragments | {name})
+    return fields
+
+
+def _input(field: FieldNode, variables: dict[str, Any]) -> dict[str, Any]:
+    """The field's ``input`` argument as plain values, variables put in."""
+    for argument in field.arguments:
+        if argument.name.value == "input":
+            value = value_from_ast_untyped(argument.value, variables)
+            return value if isinstance(value, dict) else {}
+    return {}

@@ -1,0 +1,128 @@
+"""Per-client rate limits on mutations, propagations and uploads, on the real server: over its
+limit a client is answered 429 with ``Retry-After`` before its request runs, and other clients
+are not affected (issue 36, finding 2)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import requests
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import Rate, env_rate
+from tests.conftest import running_server
+from tests.segmentation.synthetic import make_video, write_mp4
+
+# Clients behind the trusted proxy (loopback, by default): each address counts on its own.
+ONE = {"X-Forwarded-For": "198.51.100.1"}
+TWO = {"X-Forwarded-For": "198.51.100.2"}
+DELETION_ID = {"query": "mutation { createDeletionId }"}
+UPLOAD = "mutation($file: Upload!) { uploadVideo(file: $file) { path } }"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    with running_server(
+        tmp_path_factory.mktemp("rate-limits"),
+        RATE_LIMIT_MUTATIONS="3/h",
+        RATE_LIMIT_UPLOADS="1/h",
+    ) as base_url:
+        yield base_url
+
+
+@pytest.fixture(autouse=True)
+def within_one_window():
+    """The limits count in fixed hourly windows: start well inside one."""
+    left = 3600 - time.time() % 3600
+    if left < 30:
+        time.sleep(left + 1)
+
+
+def test_a_client_over_its_mutation_limit_waits_and_the_others_do_not(server):
+    within = [
+        requests.post(f"{server}/graphql", json=DELETION_ID, headers=ONE, timeout=30)
+        for _ in range(3)
+    ]
+
+    over = requests.post(f"{server}/graphql", json=DELETION_ID, headers=ONE, timeout=30)
+    propagation = requests.post(
+        f"{server}/propagate_in_video", json={"session_id": "x"}, headers=ONE, timeout=30
+    )
+    other = requests.post(f"{server}/graphql", json=DELETION_ID, headers=TWO, timeout=30)
+    query = requests.post(
+        f"{server}/graphql", json={"query": "{ defaultVideo { path } }"}, headers=ONE, timeout=30
+    )
+
+    assert [answer.status_code for answer in within] == [200, 200, 200]
+    wait = int(over.headers["Retry-After"])
+    assert 0 < wait <= 3600
+    assert (over.status_code, over.json()) == (
+        429,
+        {
+            "errors": [
+                {
+                    "message": f"too many mutations from this client; try again in {wait} s",
+                    "extensions": {"code": "RATE_LIMITED"},
+                }
+            ]
+        },
+    )
+    assert propagation.status_code == 429
+    assert 0 < int(propagation.headers["Retry-After"]) <= 3600
+    assert propagation.json()["code"] == "RATE_LIMITED"
+    # another client, and a query of the same client, are not limited
+    assert other.status_code == 200
+    assert set(other.json()["data"]) == {"createDeletionId"}
+    assert query.json() == {"data": {"defaultVideo": {"path": "gallery/default.mp4"}}}
+
+
+def test_uploads_have_their_own_limit(server, tmp_path):
+    source = write_mp4(make_video(6), tmp_path / "clip.mp4").read_bytes()
+    headers = {"X-Forwarded-For": "198.51.100.3"}
+
+    def upload() -> requests.Response:
+        return requests.post(
+            f"{server}/graphql",
+            files={
+                "operations": (None, json.dumps({"query": UPLOAD, "variables": {"file": None}})),
+                "map": (None, json.dumps({"1": ["variables.file"]})),
+                "1": ("clip.mp4", source, "video/mp4"),
+            },
+            headers=headers,
+            timeout=60,
+        )
+
+    first, second = upload(), upload()
+
+    assert first.json()["data"]["uploadVideo"]["path"].startswith("uploads/")
+    assert second.status_code == 429
+    assert second.json()["errors"][0]["extensions"] == {"code": "RATE_LIMITED"}
+    assert second.json()["errors"][0]["message"].startswith("too many uploads from this client")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("120/m", Rate(120, 60)),
+        (" 5/s ", Rate(5, 1)),
+        ("60/h", Rate(60, 3600)),
+        ("1/d", Rate(1, 86400)),
+        ("", None),
+        ("0", None),
+        ("0/m", None),
+    ],
+)
+def test_rates_are_read_from_the_environment(raw, expected):
+    assert env_rate("RATE", "1/s", environ={"RATE": raw}) == expected
+
+
+@pytest.mark.parametrize("raw", ["120", "fast", "1/w", "-1/m", "1.5/s"])
+def test_a_malformed_rate_is_a_start_up_error(raw):
+    with pytest.raises(ImproperlyConfigured) as error:
+        env_rate("RATE_LIMIT_MUTATIONS", "1/s", environ={"RATE_LIMIT_MUTATIONS": raw})
+
+    assert str(error.value) == (
+        f"RATE_LIMIT_MUTATIONS must be a rate such as 120/m (per s, m, h or d), got {raw!r}"
+    )
