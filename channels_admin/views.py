@@ -84,7 +84,7 @@ async def channel_select_view(request: HttpRequest) -> HttpResponse:
     try:
         body = json.loads(request.body)
         channel_id = body["channel_id"]
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):  # RecursionError: nested too deep
         return text_response(400, "invalid json")
     if not isinstance(channel_id, str):
         return text_response(400, "invalid json")

@@ -16,18 +16,18 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from channels_admin import routing as channels_admin_routing  # noqa: E402
 from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E402
 from config.backpressure import PacedStreams  # noqa: E402
 from config.body_limit import RequestBodyLimit  # noqa: E402
+from config.static_files import StaticFiles  # noqa: E402
 from segmentation.services.engines import engine_get  # noqa: E402
 
 http_application = PacedStreams(
     RequestBodyLimit(
-        ASGIStaticFilesHandler(django_application) if settings.SERVE_STATIC else django_application
+        StaticFiles(django_application) if settings.SERVE_STATIC else django_application
     ),
     # computed as it is read: a slow client slows its propagation, not the server's memory
     frozenset({"/propagate_in_video"}),

@@ -12,9 +12,11 @@
 
 The size is checked first, alone, and in time linear in the document: GraphQL's own rules and
 graphene's depth limit expand fragments wherever they are spread, without remembering them, so a
-few hundred bytes of fragments spreading each other twice can keep them busy for ever. Refusals
-are GraphQL errors, answered with status 400; the size limits carry ``extensions.code``
-``QUERY_TOO_COMPLEX``.
+few hundred bytes of fragments spreading each other twice can keep them busy for ever. Fragment
+cycles are refused with the size (GraphQL's own ``NoFragmentCyclesRule``, linear too): graphene's
+depth limit follows a cycle until Python's stack runs out, and runs before GraphQL's rule would
+have refused it. Refusals are GraphQL errors, answered with status 400; the size limits carry
+``extensions.code`` ``QUERY_TOO_COMPLEX``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from graphql import (
     GraphQLError,
     GraphQLSchema,
     InlineFragmentNode,
+    NoFragmentCyclesRule,
     OperationDefinitionNode,
     SelectionSetNode,
     ValidationRule,
@@ -41,8 +44,9 @@ TOO_COMPLEX = "QUERY_TOO_COMPLEX"
 
 
 def graphql_size_errors(schema: GraphQLSchema, query: str) -> list[GraphQLError]:
-    """Why the query is too large to validate in full (its tokens, fields or root fields); an
-    empty list if it is not. Syntax errors come back as the parser's error."""
+    """Why the query is too large to validate in full (its tokens, fields or root fields), or
+    cannot be (its fragments spread each other in a cycle); an empty list if neither. Syntax
+    errors come back as the parser's error."""
     try:
         document = parse(query, max_tokens=settings.GRAPHQL_MAX_TOKENS)
     except GraphQLError as error:
@@ -50,7 +54,7 @@ def graphql_size_errors(schema: GraphQLSchema, query: str) -> list[GraphQLError]
     rule = size_limit(
         max_fields=settings.GRAPHQL_MAX_FIELDS, max_root_fields=settings.GRAPHQL_MAX_ROOT_FIELDS
     )
-    return validate(schema, document, [rule])
+    return validate(schema, document, [NoFragmentCyclesRule, rule])
 
 
 def graphql_validation_rules() -> tuple[type[ASTValidationRule], ...]:
