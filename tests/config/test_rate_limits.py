@@ -9,9 +9,12 @@ import time
 
 import pytest
 import requests
+from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
+from django.test import RequestFactory
 
 from config.env import Rate, env_rate
+from config.rate_limits import rate_limit_wait
 from tests.conftest import running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 
@@ -126,3 +129,23 @@ def test_a_malformed_rate_is_a_start_up_error(raw):
     assert str(error.value) == (
         f"RATE_LIMIT_MUTATIONS must be a rate such as 120/m (per s, m, h or d), got {raw!r}"
     )
+
+
+def test_a_cache_that_cannot_be_reached_limits_nothing(settings, caplog):
+    # given a Redis cache on a port where nothing listens
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:9/0",
+        }
+    }
+    request = RequestFactory().post("/graphql", REMOTE_ADDR="198.51.100.9")
+    try:
+        waits = [rate_limit_wait(request, kind="mutations", rate=Rate(1, 60)) for _ in range(3)]
+    finally:
+        caches["default"].close()
+
+    assert waits == [None, None, None]
+    assert [record.getMessage().split(":")[0] for record in caplog.records] == [
+        "rate limit mutations not counted"
+    ] * 3
