@@ -50,10 +50,11 @@ schema: $(VENV)/.installed
 	$(BIN)/python manage.py graphql_schema
 
 # The embedded defaults under var/: database tables and the default video (the secret key is
-# made on first start).
+# made on first start); expired sessions and the deletion IDs that expired with them go.
 prepare: $(VENV)/.installed vendor/.fetched
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py default_video
+	$(BIN)/python manage.py purge_expired
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' \

@@ -195,6 +195,9 @@ MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)
 # may claim any size, and each decoded frame costs memory in proportion.
 MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 7680 * 4320, minimum=1)
 TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
+# A browser's cookie session (a client's deletion ID, a staff login) expires this long after its
+# last change; `manage.py purge_expired` then deletes it, and its deletion IDs if they own nothing.
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_DAYS", 14, minimum=1) * 24 * 3600
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
 # Engine time a session's prompts may take (segmentation/services/engine_budget.py): bursts of

@@ -3,6 +3,15 @@
 Both hang on the client's cookie session (Django's), so the uploads a client makes after asking
 for a deletion ID are linked to it, and ``manage.py delete_user_data ID`` removes them, with
 everything else recorded for that client.
+
+Anonymous clients may ask for as many sessions and deletion IDs as they like, so both expire:
+a cookie session after ``SESSION_COOKIE_DAYS`` without a change, and a client's deletion IDs with
+its session, but only when none of them owns anything (``manage.py purge_expired``,
+:func:`expired_records_purge`). Once the session is gone nothing new can be linked to its IDs, so
+an ID that owns nothing then could only ever delete nothing. IDs that own uploads or annotations
+are kept until ``delete_user_data``; so are terms acceptances, the record of what a client agreed
+to before it uploaded (an upload made without a deletion ID is linked to no client, so no
+acceptance can be shown to have been for nothing).
 """
 
 from __future__ import annotations
@@ -12,7 +21,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.sessions.backends.base import SessionBase
+from django.contrib.sessions.models import Session
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from segmentation.models import Annotation, DeletionId, TermsAcceptance, Video
 from segmentation.services.frame_images import frame_images_delete
@@ -82,3 +94,24 @@ def user_data_delete(*, deletion_id: str) -> Deleted:
     for poster in posters - still_used:
         media_path(poster).unlink(missing_ok=True)
     return Deleted(len(videos), annotations)
+
+
+@dataclass(frozen=True)
+class Purged:
+    sessions: int
+    deletion_ids: int
+
+
+@transaction.atomic
+def expired_records_purge() -> Purged:
+    """Delete the expired cookie sessions (Django's database sessions, the project's engine),
+    then the deletion IDs of every client whose session is gone and whose IDs own nothing."""
+    sessions, _ = Session.objects.filter(expire_date__lte=timezone.now()).delete()
+    live = Session.objects.values("session_key")
+    owners = DeletionId.objects.filter(
+        Q(videos__isnull=False) | Q(annotations__isnull=False)
+    ).values("session_key")
+    _, deleted = (
+        DeletionId.objects.exclude(session_key__in=live).exclude(session_key__in=owners).delete()
+    )
+    return Purged(sessions=sessions, deletion_ids=deleted.get(DeletionId._meta.label, 0))
