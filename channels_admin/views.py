@@ -62,9 +62,12 @@ async def config_view(request: HttpRequest) -> HttpResponse:
 
 @endpoint("GET")
 async def channels_view(request: HttpRequest) -> HttpResponse:
-    channels = await sync_to_async(selectors.channels_search)(
-        search=request.GET.get("search", ""), group=request.GET.get("group", "")
-    )
+    filters = {name: request.GET.get(name, "") for name in ("search", "group")}
+    for name, value in filters.items():
+        # SQLite matched every channel to a NUL and PostgreSQL refuses one in text: one answer
+        if "\x00" in value:
+            return text_response(400, f"{name} must not contain a NUL character")
+    channels = await sync_to_async(selectors.channels_search)(**filters)
     return json_response(channels)
 
 

@@ -126,6 +126,22 @@ async def test_channel_search_and_group_filter(client, channels, query, expected
     assert [c["id"] for c in response.json()] == expected
 
 
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("search=%00", "search must not contain a NUL character"),
+        ("search=news%00", "search must not contain a NUL character"),
+        ("group=News%00", "group must not contain a NUL character"),
+    ],
+)
+async def test_a_nul_in_a_filter_is_refused(client, channels, query, message):
+    # SQLite matched every channel to a NUL, PostgreSQL refuses it as text: the same answer on both
+    response = await client.get(f"/api/admin/channels?{query}")
+
+    assert (response.status_code, response.content.decode()) == (400, message)
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+
+
 async def test_empty_filters_are_no_filters(client, channels):
     response = await client.get("/api/admin/channels?search=&group=")
 
