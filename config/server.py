@@ -11,6 +11,12 @@ After the answer the server goes on reading, and discarding, what the client sti
 to :data:`LINGER_SEC`: a client that writes its whole body before it reads (browsers, most HTTP
 libraries) would otherwise meet a reset connection and lose the answer.
 
+The request head is capped too, by Twisted: 16384 bytes for the request line and the headers
+together. Twisted drops the connection without a word when one line is longer than that, and
+answers an empty ``400`` when the lines add up to more; here (:class:`HeadCappedChannel`) both are
+answered with ``414 URI Too Long`` when the request line alone is over, else ``431 Request Header
+Fields Too Large``, with a line of text saying so, and the same lingering.
+
 At start, a server that listens beyond this machine while no ``CHANNELS_ADMIN_TOKEN`` is set
 says so in its log: the channel admin API then answers only staff logins from elsewhere.
 
@@ -30,6 +36,7 @@ import io
 import ipaddress
 import logging
 import os
+import re
 import sys
 from typing import Any
 
@@ -125,10 +132,86 @@ class CappedRequest(WebRequest):
         super().connectionLost(reason)
 
 
+# A header field's name is a token followed by ":"; a request line's method, a token followed by a
+# space. A line folded onto the previous header starts with a space or a tab.
+HEADER_LINE = re.compile(rb"[ \t]|[!#$%&'*+.^_`|~0-9A-Za-z-]+:")
+HEAD_REFUSAL = (
+    b"HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+)
+
+
+class HeadCappedChannel(http.HTTPChannel):
+    """Twisted's HTTP/1.1 connection, answering a request head over its cap instead of dropping
+    the connection (a line over ``MAX_LENGTH``) or answering an empty 400 (lines over
+    ``totalHeadersSize``); both caps are 16384 bytes."""
+
+    _head_refused = False
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self._head_refused:
+            super().dataReceived(data)
+
+    def lineReceived(self, line: bytes) -> None:
+        if self._head_refused:
+            return  # lines already buffered when the head was refused
+        # Twisted's own test, made before Twisted makes it; a closing connection ignores lines.
+        if self.persistent and self._receivedHeaderSize + len(line) > self.totalHeadersSize:
+            self._refuse_head(line)
+        else:
+            super().lineReceived(line)
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        self._refuse_head(line)
+
+    def _refuse_head(self, line: bytes) -> None:
+        self._head_refused = True
+        if HEADER_LINE.match(line):
+            status, reason = 431, b"Request Header Fields Too Large"
+            text = b"the request line and headers are over %d bytes together\n"
+            method, target = getattr(self, "_command", b"-"), getattr(self, "_path", b"-")
+        else:
+            status, reason = 414, b"URI Too Long"
+            text = b"the request line is over %d bytes\n"
+            method, _, target = line.partition(b" ")
+        text %= self.totalHeadersSize
+        # the access log's line: what the request was, not all of it
+        method = method[:20]
+        path = target if len(target) <= 80 else target[:80] + b"..."
+        transport = self.transport
+        transport.write(HEAD_REFUSAL % (status, reason, len(text), text))
+        transport.loseWriteConnection()
+        peer = transport.getPeer()
+        self.factory.server.log_action(
+            "http",
+            "complete",
+            {
+                "path": path.decode("latin-1"),
+                "status": status,
+                "method": method.decode("latin-1"),
+                "client": f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}",
+                "time_taken": 0,
+                "size": len(text),
+            },
+        )
+        self._linger = reactor.callLater(LINGER_SEC, transport.abortConnection)
+
+    def connectionLost(self, reason: Any) -> None:
+        linger = getattr(self, "_linger", None)
+        if linger is not None and linger.active():
+            linger.cancel()
+        super().connectionLost(reason)
+
+
 class CappedHTTPFactory(HTTPFactory):
     def __init__(self, server: Any) -> None:
         super().__init__(server)
         self.body_cap = body_cap()
+
+    def protocol(self) -> Any:
+        """Twisted's factory hook for a connection's protocol: its proxy that speaks HTTP/1.1 or,
+        if negotiated, HTTP/2, holding our HTTP/1.1 channel."""
+        return http._GenericHTTPChannelProtocol(HeadCappedChannel())
 
     def buildProtocol(self, addr: Any) -> http.HTTPChannel:
         protocol = super().buildProtocol(addr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import requests
 
 from config import __version__
@@ -46,3 +48,64 @@ def test_admin_login_page_has_its_stylesheet(asgi_server):
 
     assert page.status_code == 200
     assert css.status_code == 200
+
+
+def raw_exchange(server: str, head: bytes) -> bytes:
+    """Send ``head`` on a connection of its own and read until the server closes it."""
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(head)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer
+
+
+def head_refusal(status: bytes, text: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(text) + text
+    )
+
+
+def test_an_over_long_request_line_is_414(asgi_server):
+    # Twisted dropped the connection without a word for a line over its 16384 bytes.
+    answer = raw_exchange(
+        asgi_server, b"GET /healthz?" + b"a" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+
+    assert answer == head_refusal(b"414 URI Too Long", b"the request line is over 16384 bytes\n")
+
+
+def test_an_over_long_header_line_is_431(asgi_server):
+    answer = raw_exchange(
+        asgi_server, b"GET /healthz HTTP/1.1\r\nHost: x\r\nCookie: " + b"c" * 20_000 + b"\r\n\r\n"
+    )
+
+    assert answer == head_refusal(
+        b"431 Request Header Fields Too Large",
+        b"the request line and headers are over 16384 bytes together\n",
+    )
+
+
+def test_a_request_line_and_headers_over_the_limit_together_are_431(asgi_server):
+    # Twisted answered this one "400 Bad Request", with no body to say why.
+    answer = raw_exchange(
+        asgi_server,
+        b"GET /healthz?"
+        + b"a" * 9_000
+        + b" HTTP/1.1\r\nHost: x\r\nCookie: "
+        + b"c" * 9_000
+        + b"\r\n\r\n",
+    )
+
+    assert answer == head_refusal(
+        b"431 Request Header Fields Too Large",
+        b"the request line and headers are over 16384 bytes together\n",
+    )
+
+
+def test_a_request_line_within_the_limit_is_served(asgi_server):
+    response = requests.get(f"{asgi_server}/healthz?pad={'a' * 16_000}", timeout=5)
+
+    assert response.status_code == 200
