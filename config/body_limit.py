@@ -54,8 +54,16 @@ def body_refusal(*, method: str, path: str, headers: Iterable[tuple[bytes, bytes
         },
         status=413,
     )
-    response["Content-Length"] = str(len(response.content))
     response["Connection"] = "close"
+    return with_cors(response, method=method, path=path, headers=headers)
+
+
+def with_cors(
+    response: HttpResponse, *, method: str, path: str, headers: Iterable[tuple[bytes, bytes]]
+) -> HttpResponse:
+    """``response``, answered in front of Django, with its length and the CORS headers
+    django-cors-headers would give the request (so that a cross-origin page can read it)."""
+    response["Content-Length"] = str(len(response.content))
     request = HttpRequest()
     request.method = method
     request.path = request.path_info = path
@@ -63,6 +71,18 @@ def body_refusal(*, method: str, path: str, headers: Iterable[tuple[bytes, bytes
         if name.lower() == b"origin":
             request.META["HTTP_ORIGIN"] = value.decode("latin-1")
     return CorsMiddleware(lambda _request: response)(request)
+
+
+async def response_send(response: HttpResponse, send: Send) -> None:
+    """Send a Django response built in front of Django over ASGI."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": response.status_code,
+            "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items()],
+        }
+    )
+    await send({"type": "http.response.body", "body": response.content})
 
 
 class _TooLarge(Exception):
@@ -109,13 +129,4 @@ class RequestBodyLimit:
         response = body_refusal(
             method=scope["method"], path=scope["path"], headers=scope.get("headers", [])
         )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status_code,
-                "headers": [
-                    (k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items()
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": response.content})
+        await response_send(response, send)

@@ -37,10 +37,17 @@ def peer_is_loopback(request: HttpRequest) -> bool:
 
 def client_address(request: HttpRequest) -> str:
     """The client's IP address as text, as far as the server can know it."""
-    peer = request.META.get("REMOTE_ADDR", "") or "unknown"
+    return address_of(
+        request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR", "")
+    )
+
+
+def address_of(peer: str, forwarded_for: str) -> str:
+    """:func:`client_address` from the connection's peer and its ``X-Forwarded-For``."""
+    peer = peer or "unknown"
     if not _trusted(peer):
         return peer
-    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    hops = [hop.strip() for hop in forwarded_for.split(",")]
     for hop in reversed(hops):
         if _address(hop) is None:
             # the trusted proxy wrote what follows this hop; this one is not an address

@@ -10,9 +10,10 @@
   parser goes is invalid JSON like any other, before either reaches GraphQL.
 - What one request may ask for is limited: ``config/graphql_limits.py``; what it may cost the
   engine, once it is known to be valid, too (``segmentation/graphql/cost.py``, refused with
-  ``QUERY_TOO_COMPLEX``). Each client's mutations and uploads are rate-limited
-  (``config/rate_limits.py``): over its limit, a request is answered 429 ``RATE_LIMITED`` with
-  ``Retry-After`` before it runs. An error that says when to come back (the session's engine
+  ``QUERY_TOO_COMPLEX``). Each client's mutations are rate-limited by what they cost, and its
+  uploads by their number (``config/rate_limits.py``): over a limit, a request is answered 429
+  ``RATE_LIMITED`` with ``Retry-After`` before it runs, and once a client is over its cost
+  limit, before its body is even parsed. An error that says when to come back (the session's engine
   budget, ``RESOURCE_EXHAUSTED``) sets ``Retry-After`` too.
 - A document that passed those limits and GraphQL's validation is kept, parsed, by its text
   (the last ``VALIDATED_DOCUMENTS`` of up to ``CACHED_QUERY_CHARS``): clients send the same few
@@ -42,8 +43,9 @@ from graphql import (
     validate,
 )
 
+from config.client_address import client_address
 from config.graphql_limits import TOO_COMPLEX, graphql_size_errors, graphql_validation_rules
-from config.rate_limits import rate_limit_wait
+from config.rate_limits import rate_limit_message, rate_limit_wait
 from segmentation.graphql.cost import OPENING_FIELDS, operation_cost
 
 VALIDATED_DOCUMENTS = 256
@@ -224,7 +226,7 @@ class RateLimited(HttpError):
     def __init__(self, what: str, wait: int) -> None:
         response = HttpResponse(status=429)
         response["Retry-After"] = str(wait)
-        super().__init__(response, f"too many {what} from this client; try again in {wait} s")
+        super().__init__(response, rate_limit_message(what, wait))
 
 
 def _refusal(
@@ -236,24 +238,31 @@ def _refusal(
     """Why the valid document is not run now: its client is over a rate limit (raised as
     :class:`RateLimited`), or it would cost the engine too much. ``None`` if it runs."""
     operation = get_operation_ast(document, operation_name)
+    cost = operation_cost(document, operation_name, variables)
     if operation is not None and operation.operation == OperationType.MUTATION:
-        wait = rate_limit_wait(request, kind="mutations", rate=settings.RATE_LIMIT_MUTATIONS)
-        if wait is not None:
-            raise RateLimited("mutations", wait)
+        address = client_address(request)
+        # what it would cost counts, refused or not: a client that sends work over the limit
+        # again and again soon waits out the window
+        wait = rate_limit_wait(
+            address=address, kind="cost", rate=settings.RATE_LIMIT_COST, weight=max(1, cost)
+        )
+        if wait is not None and cost <= settings.GRAPHQL_MAX_COST:
+            raise RateLimited("work", wait)
         if any(
             getattr(selection, "name", None) is not None and selection.name.value in UPLOAD_FIELDS
             for selection in operation.selection_set.selections
         ):
-            wait = rate_limit_wait(request, kind="uploads", rate=settings.RATE_LIMIT_UPLOADS)
+            wait = rate_limit_wait(
+                address=address, kind="uploads", rate=settings.RATE_LIMIT_UPLOADS
+            )
             if wait is not None:
                 raise RateLimited("uploads", wait)
-    cost = operation_cost(document, operation_name, variables)
     if cost <= settings.GRAPHQL_MAX_COST:
         return None
     name = f"'{operation.name.value}'" if operation and operation.name else "the operation"
     message = (
         f"{name} would cost the engine {cost}; at most {settings.GRAPHQL_MAX_COST} "
-        "(each root field 1, each engine call 4 more, each point 1, each frame 8)"
+        "(each root field 1, each engine call 4 more, each point 4, each frame 8)"
     )
     return ExecutionResult(
         data=None, errors=[GraphQLError(message, extensions={"code": TOO_COMPLEX})]

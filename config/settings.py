@@ -148,12 +148,13 @@ GRAPHQL_MAX_ROOT_FIELDS = env_int("GRAPHQL_MAX_ROOT_FIELDS", 10, minimum=1)
 GRAPHQL_MAX_TOKENS = env_int("GRAPHQL_MAX_TOKENS", 5000, minimum=100)
 GRAPHQL_INTROSPECTION = env_bool("GRAPHQL_INTROSPECTION", True)
 # What one request may cost the engine (segmentation/graphql/cost.py): each root field 1, each
-# engine call 4 more, each point 1, each frame it touches 8.
+# engine call 4 more, each point 4, each frame it touches 8.
 GRAPHQL_MAX_COST = env_int("GRAPHQL_MAX_COST", 100, minimum=1)
 # Per-client limits (config/rate_limits.py), "count/period" with s, m, h or d; empty or 0: none.
-# Mutations count every GraphQL mutation request and every propagation started; uploads, every
-# request that uploads a video or annotations.
-RATE_LIMIT_MUTATIONS = env_rate("RATE_LIMIT_MUTATIONS", "600/m")
+# The cost limit counts what each mutation request costs (as GRAPHQL_MAX_COST reckons it, a click
+# 17, refused requests too) and each propagation started (17); the uploads limit, every request
+# that uploads a video or annotations.
+RATE_LIMIT_COST = env_rate("RATE_LIMIT_COST", "3000/m")
 RATE_LIMIT_UPLOADS = env_rate("RATE_LIMIT_UPLOADS", "60/h")
 
 GRAPHENE = {
@@ -198,6 +199,11 @@ TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
 # A browser's cookie session (a client's deletion ID, a staff login) expires this long after its
 # last change; `manage.py purge_expired` then deletes it, and its deletion IDs if they own nothing.
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_DAYS", 14, minimum=1) * 24 * 3600
+# Failed logins to /admin/ (config/admin_login.py), "count/period" with s, m, h or d: the first
+# failure opens a period, and past count failures in it logins from that client address, or for
+# that username, wait for its end; empty or 0: no limit.
+ADMIN_LOGIN_FAILURES_PER_ADDRESS = env_rate("ADMIN_LOGIN_FAILURES_PER_ADDRESS", "10/h")
+ADMIN_LOGIN_FAILURES_PER_USERNAME = env_rate("ADMIN_LOGIN_FAILURES_PER_USERNAME", "30/h")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
 # Engine time a session's prompts may take (segmentation/services/engine_budget.py): bursts of

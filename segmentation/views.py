@@ -33,8 +33,10 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
-from config.rate_limits import rate_limit_wait
+from config.client_address import client_address
+from config.rate_limits import rate_limit_refusal, rate_limit_wait
 from segmentation.errors import ErrorCode, SegmentationError
+from segmentation.graphql.cost import PROPAGATION
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
@@ -188,16 +190,13 @@ async def propagate_in_video(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST a JSON body")
     wait = await sync_to_async(rate_limit_wait)(
-        request, kind="mutations", rate=settings.RATE_LIMIT_MUTATIONS
+        address=client_address(request),
+        kind="cost",
+        rate=settings.RATE_LIMIT_COST,
+        weight=PROPAGATION,
     )
     if wait is not None:
-        response = _error(
-            429,
-            ErrorCode.RATE_LIMITED,
-            f"too many mutations from this client; try again in {wait} s",
-        )
-        response["Retry-After"] = str(wait)
-        return response
+        return rate_limit_refusal(path=request.path, what="work", wait=wait)
     try:
         body = json.loads(request.body or b"{}")
         session_id = body["session_id"]

@@ -7,14 +7,15 @@ aliases on ten frames take ten times that. The cost counts what the engine's tim
 
 - each root field of the operation: 1, each alias again;
 - each field that runs the engine: :data:`ENGINE_CALL` more;
-- each point of an ``addPoints``: 1;
+- each point of an ``addPoints``: :data:`POINT` (the classic engine's cut grows with the
+  points: about 0.1 s each, for points spread over the frame);
 - each frame the request touches (``frameIndex``), once: :data:`FRAME` (a frame new to the
   session is decoded and, for SAM 2, run through the image encoder);
 - opening a session (a video to decode) or an upload: :data:`OPEN`.
 
-A person's click is about 14 (one root field, one engine call, one point, one frame); the
-default budget (``GRAPHQL_MAX_COST``, 100) admits a click of up to 86 points or several
-objects' clicks on a few frames. A request over it is refused before any of it runs.
+A person's click is 17 (one root field, one engine call, one point, one frame); the default
+budget (``GRAPHQL_MAX_COST``, 100) admits a click of up to 21 points, or several objects'
+clicks on a few frames. A request over it is refused before any of it runs.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ from graphql import (
 )
 
 ENGINE_CALL = 4
+POINT = 4
 FRAME = 8
 OPEN = 8
+# A propagation started (POST /propagate_in_video), for the per-client limit: as a click.
+PROPAGATION = 1 + ENGINE_CALL + POINT + FRAME
 ENGINE_FIELDS = frozenset({"addPoints", "clearPointsInFrame", "removeObject"})
 OPENING_FIELDS = frozenset(
     {"startSession", "uploadVideo", "uploadSharedVideo", "uploadAnnotations"}
@@ -67,7 +71,7 @@ def operation_cost(
         arguments = _input(field, variables)
         points = arguments.get("points")
         if isinstance(points, list):
-            cost += len(points)
+            cost += POINT * len(points)
         frame = arguments.get("frameIndex")
         if isinstance(frame, int | float | str):
             frames.add(frame)

@@ -1,6 +1,6 @@
-"""Per-client rate limits on mutations, propagations and uploads, on the real server: over its
-limit a client is answered 429 with ``Retry-After`` before its request runs, and other clients
-are not affected (issue 36, finding 2)."""
+"""Per-client rate limits on the cost of mutations and propagations, and on uploads, on the real
+server: over its limit a client is answered 429 with ``Retry-After`` before its request runs,
+and other clients are not affected (issue 36, finding 2)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 import requests
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
-from django.test import RequestFactory
 
 from config.env import Rate, env_rate
 from config.rate_limits import rate_limit_wait
 from tests.conftest import running_server
 from tests.segmentation.synthetic import make_video, write_mp4
+from tests.segmentation.test_graphql_cost import aliased_clicks
 
 # Clients behind the trusted proxy (loopback, by default): each address counts on its own.
 ONE = {"X-Forwarded-For": "198.51.100.1"}
@@ -25,12 +25,24 @@ DELETION_ID = {"query": "mutation { createDeletionId }"}
 UPLOAD = "mutation($file: Upload!) { uploadVideo(file: $file) { path } }"
 
 
+def refusal(what: str, wait: int) -> dict:
+    message = f"this client sent more than its limit of {what}; try again in {wait} s"
+    return {"errors": [{"message": message, "extensions": {"code": "RATE_LIMITED"}}]}
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
     with running_server(
         tmp_path_factory.mktemp("rate-limits"),
-        RATE_LIMIT_MUTATIONS="3/h",
-        RATE_LIMIT_UPLOADS="1/h",
+        RATE_LIMIT_COST="3/h",
+    ) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def upload_server(tmp_path_factory: pytest.TempPathFactory):
+    with running_server(
+        tmp_path_factory.mktemp("upload-limits"), RATE_LIMIT_COST="", RATE_LIMIT_UPLOADS="1/h"
     ) as base_url:
         yield base_url
 
@@ -43,45 +55,64 @@ def within_one_window():
         time.sleep(left + 1)
 
 
-def test_a_client_over_its_mutation_limit_waits_and_the_others_do_not(server):
+def test_a_client_over_its_limit_waits_and_the_others_do_not(server):
     within = [
         requests.post(f"{server}/graphql", json=DELETION_ID, headers=ONE, timeout=30)
         for _ in range(3)
     ]
 
     over = requests.post(f"{server}/graphql", json=DELETION_ID, headers=ONE, timeout=30)
+    query = requests.post(
+        f"{server}/graphql", json={"query": "{ defaultVideo { path } }"}, headers=ONE, timeout=30
+    )
     propagation = requests.post(
         f"{server}/propagate_in_video", json={"session_id": "x"}, headers=ONE, timeout=30
     )
     other = requests.post(f"{server}/graphql", json=DELETION_ID, headers=TWO, timeout=30)
-    query = requests.post(
-        f"{server}/graphql", json={"query": "{ defaultVideo { path } }"}, headers=ONE, timeout=30
-    )
 
     assert [answer.status_code for answer in within] == [200, 200, 200]
     wait = int(over.headers["Retry-After"])
     assert 0 < wait <= 3600
-    assert (over.status_code, over.json()) == (
+    assert (over.status_code, over.json()) == (429, refusal("work", wait))
+    # once over, every request to the endpoint waits (it is refused before it is parsed)
+    assert (query.status_code, query.json()) == (
         429,
-        {
-            "errors": [
-                {
-                    "message": f"too many mutations from this client; try again in {wait} s",
-                    "extensions": {"code": "RATE_LIMITED"},
-                }
-            ]
-        },
+        refusal("work", int(query.headers["Retry-After"])),
     )
     assert propagation.status_code == 429
     assert 0 < int(propagation.headers["Retry-After"]) <= 3600
-    assert propagation.json()["code"] == "RATE_LIMITED"
-    # another client, and a query of the same client, are not limited
+    assert propagation.json() == {
+        "error": "this client sent more than its limit of work; try again in "
+        f"{propagation.headers['Retry-After']} s",
+        "code": "RATE_LIMITED",
+    }
+    # another client is not limited
     assert other.status_code == 200
     assert set(other.json()["data"]) == {"createDeletionId"}
-    assert query.json() == {"data": {"defaultVideo": {"path": "gallery/default.mp4"}}}
 
 
-def test_uploads_have_their_own_limit(server, tmp_path):
+def test_work_refused_for_its_cost_counts_against_the_client(server):
+    client = {"X-Forwarded-For": "198.51.100.4"}
+    query, variables = aliased_clicks(10, 100)
+
+    refused = requests.post(
+        f"{server}/graphql",
+        json={"query": query, "variables": variables},
+        headers=client,
+        timeout=30,
+    )
+    then = requests.post(f"{server}/graphql", json=DELETION_ID, headers=client, timeout=30)
+
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["extensions"] == {"code": "QUERY_TOO_COMPLEX"}
+    assert (then.status_code, then.json()) == (
+        429,
+        refusal("work", int(then.headers["Retry-After"])),
+    )
+
+
+def test_uploads_have_their_own_limit(upload_server, tmp_path):
+    server = upload_server
     source = write_mp4(make_video(6), tmp_path / "clip.mp4").read_bytes()
     headers = {"X-Forwarded-For": "198.51.100.3"}
 
@@ -100,9 +131,10 @@ def test_uploads_have_their_own_limit(server, tmp_path):
     first, second = upload(), upload()
 
     assert first.json()["data"]["uploadVideo"]["path"].startswith("uploads/")
-    assert second.status_code == 429
-    assert second.json()["errors"][0]["extensions"] == {"code": "RATE_LIMITED"}
-    assert second.json()["errors"][0]["message"].startswith("too many uploads from this client")
+    assert (second.status_code, second.json()) == (
+        429,
+        refusal("uploads", int(second.headers["Retry-After"])),
+    )
 
 
 @pytest.mark.parametrize(
@@ -139,13 +171,14 @@ def test_a_cache_that_cannot_be_reached_limits_nothing(settings, caplog):
             "LOCATION": "redis://127.0.0.1:9/0",
         }
     }
-    request = RequestFactory().post("/graphql", REMOTE_ADDR="198.51.100.9")
     try:
-        waits = [rate_limit_wait(request, kind="mutations", rate=Rate(1, 60)) for _ in range(3)]
+        waits = [
+            rate_limit_wait(address="198.51.100.9", kind="cost", rate=Rate(1, 60)) for _ in range(3)
+        ]
     finally:
         caches["default"].close()
 
     assert waits == [None, None, None]
     assert [record.getMessage().split(":")[0] for record in caplog.records] == [
-        "rate limit mutations not counted"
+        "rate limit cost not counted"
     ] * 3

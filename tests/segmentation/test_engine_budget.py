@@ -104,7 +104,7 @@ def test_a_session_that_spent_its_engine_time_is_told_when_to_come_back(server):
 
     answers = []
     for frame in range(20):
-        answers.append(click(server, greedy, frame=frame, points=40))
+        answers.append(click(server, greedy, frame=frame, points=20))
         if "errors" in answers[-1].json():
             break
     refused = answers[-1]

@@ -44,15 +44,15 @@ def aliased_clicks(count: int, points: int) -> tuple[str, dict]:
     ("query", "variables", "expected"),
     [
         # a person's click: the field, the engine call, the point, the frame
-        (CLICK, {"input": click_input()}, 1 + 4 + 1 + 8),
-        (CLICK, {"input": click_input(points=86)}, 1 + 4 + 86 + 8),
+        (CLICK, {"input": click_input()}, 1 + 4 + 4 + 8),
+        (CLICK, {"input": click_input(points=21)}, 1 + 4 + 21 * 4 + 8),
         # the points written in the document count as those in variables do
         (
             'mutation { addPoints(input: {sessionId: "s", frameIndex: 3, objectId: 1, '
             "clearOldPoints: true, labels: [1, 0], points: [[0.1, 0.2], [0.3, 0.4]]}) "
             "{ frameIndex } }",
             None,
-            1 + 4 + 2 + 8,
+            1 + 4 + 2 * 4 + 8,
         ),
         # every alias counts; a frame counts once however many fields touch it
         (
@@ -68,21 +68,21 @@ def aliased_clicks(count: int, points: int) -> tuple[str, dict]:
             "fragment F on Mutation { one: addPoints(input: $input) { frameIndex } "
             "... on Mutation { two: addPoints(input: $input) { frameIndex } } }",
             {"input": click_input(frame=5, points=3)},
-            2 * (1 + 4 + 3) + 8,
+            2 * (1 + 4 + 3 * 4) + 8,
         ),
         # opening a session, a query, a deletion ID
         ('mutation { startSession(input: {path: "p"}) { sessionId } }', None, 1 + 8),
         ("{ defaultVideo { path } videos { edges { node { path } } } }", None, 2),
         ("mutation { createDeletionId }", None, 1),
         # the finding's request
-        (*aliased_clicks(10, 100), 10 * (1 + 4 + 100) + 10 * 8),
+        (*aliased_clicks(10, 100), 10 * (1 + 4 + 100 * 4) + 10 * 8),
         # variables that are not what the schema wants cost what can be seen of them
         (CLICK, {"input": {"points": "many", "frameIndex": [1]}}, 1 + 4),
         (CLICK, None, 1 + 4),
     ],
     ids=[
         "one-click",
-        "86-points",
+        "21-points",
         "literal-points",
         "aliases-one-frame",
         "fragments",
@@ -106,7 +106,7 @@ def test_the_operation_named_is_the_one_counted():
     variables = {"input": click_input(points=10)}
 
     assert operation_cost(document, "Cheap", variables) == 1
-    assert operation_cost(document, "Dear", variables) == 1 + 4 + 10 + 8
+    assert operation_cost(document, "Dear", variables) == 1 + 4 + 10 * 4 + 8
     assert operation_cost(document, None, variables) == 0  # GraphQL refuses it anyway
     assert operation_cost(document, "Other", variables) == 0
 
@@ -121,9 +121,14 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         yield base_url
 
 
-def graphql(server: str, query: str, variables: dict | None = None) -> requests.Response:
+def graphql(
+    server: str, query: str, variables: dict | None = None, **headers: str
+) -> requests.Response:
     return requests.post(
-        f"{server}/graphql", json={"query": query, "variables": variables or {}}, timeout=60
+        f"{server}/graphql",
+        json={"query": query, "variables": variables or {}},
+        headers=headers,
+        timeout=60,
     )
 
 
@@ -137,8 +142,9 @@ def test_ten_aliased_hundred_point_clicks_are_refused_before_the_engine_runs(ser
     for value in variables.values():
         value["sessionId"] = session_id
 
-    # when the finding's request is sent
-    answer = graphql(server, query, variables)
+    # when the finding's request is sent (by a client of its own: what it cost counts against
+    # that client's rate limit, and is over it)
+    answer = graphql(server, query, variables, **{"X-Forwarded-For": "198.51.100.20"})
 
     # then it is refused as a whole, and the session has no mask on any frame
     assert (answer.status_code, answer.json()) == (
@@ -146,8 +152,8 @@ def test_ten_aliased_hundred_point_clicks_are_refused_before_the_engine_runs(ser
         {
             "errors": [
                 {
-                    "message": "the operation would cost the engine 1130; at most 100 "
-                    "(each root field 1, each engine call 4 more, each point 1, each frame 8)",
+                    "message": "the operation would cost the engine 4130; at most 100 "
+                    "(each root field 1, each engine call 4 more, each point 4, each frame 8)",
                     "extensions": {"code": "QUERY_TOO_COMPLEX"},
                 }
             ]
