@@ -6,15 +6,20 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
+from config.admin_login import ThrottledLoginForm, admin_login
 from config.docs_pages import docs_page
 from config.graphql import ApiView
 from config.healthz import healthz
+
+admin.site.login_form = ThrottledLoginForm
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("docs/<slug:name>.md", docs_page, name="docs_page"),
     # Cross-origin API clients (the SAM 2 demo frontend) send no CSRF token.
     path("graphql", csrf_exempt(ApiView.as_view(graphiql=True)), name="graphql"),
+    # Before the admin's own route to its login: failed logins are throttled (answered 429).
+    path("admin/login/", admin_login, name="admin_login"),
     path("admin/", admin.site.urls),
     path("", include("segmentation.urls")),
     path("", include("channels_admin.urls")),

@@ -1,0 +1,132 @@
+"""Failed logins to /admin/ are throttled per client address and per username (issue 36).
+
+Before, any number of passwords could be tried: each failed login answered the form again.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import requests
+from django.contrib.auth.models import User
+from django.test import Client
+
+from config.env import Rate
+from tests.conftest import manage, project_env, running_server
+
+PASSWORD = "correct horse battery staple"
+WRONG = {"username": "admin", "password": "wrong", "next": "/admin/"}
+RIGHT = {"username": "admin", "password": PASSWORD, "next": "/admin/"}
+FORM_ERROR = (
+    "Please enter the correct username and password for a staff account. "
+    "Note that both fields may be case-sensitive."
+)
+
+
+@pytest.fixture
+def limits(settings, db):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast
+    settings.ADMIN_LOGIN_FAILURES_PER_ADDRESS = Rate(3, 3600)
+    settings.ADMIN_LOGIN_FAILURES_PER_USERNAME = Rate(5, 3600)
+    User.objects.create_user("admin", password=PASSWORD, is_staff=True)
+
+
+def login(data: dict, *, address: str = "127.0.0.1", **headers: str):
+    return Client(REMOTE_ADDR=address).post("/admin/login/", data, headers=headers)
+
+
+def errors(response) -> list[str]:
+    return list(response.context["form"].non_field_errors()) if response.context else []
+
+
+def test_a_login_within_the_limit_goes_through(limits):
+    failures = [login(WRONG) for _ in range(2)]
+
+    response = login(RIGHT)
+
+    assert [(r.status_code, errors(r)) for r in failures] == [(200, [FORM_ERROR])] * 2
+    assert (response.status_code, response["Location"]) == (302, "/admin/")
+
+
+def test_failed_logins_from_one_address_are_throttled(limits):
+    for _ in range(3):
+        assert errors(login(WRONG, address="203.0.113.7")) == [FORM_ERROR]
+
+    refused = login(RIGHT, address="203.0.113.7")
+    elsewhere = login(RIGHT, address="203.0.113.8")
+
+    assert refused.status_code == 429
+    assert 3590 < int(refused["Retry-After"]) <= 3600  # the window opened by the first failure
+    minutes = -(-int(refused["Retry-After"]) // 60)
+    assert errors(refused) == [
+        f"Too many failed logins from this address; try again in {minutes} minutes."
+    ]
+    assert "_auth_user_id" not in refused.wsgi_request.session
+    assert (elsewhere.status_code, elsewhere["Location"]) == (302, "/admin/")
+
+
+def test_failed_logins_for_one_username_are_throttled_from_every_address(limits):
+    for n in range(5):
+        assert errors(login(WRONG, address=f"203.0.113.{n}")) == [FORM_ERROR]
+
+    refused = login(RIGHT, address="198.51.100.1")
+    other_user = login({"username": "someone", "password": "x"}, address="198.51.100.1")
+
+    assert refused.status_code == 429
+    minutes = -(-int(refused["Retry-After"]) // 60)
+    assert errors(refused) == [
+        f"Too many failed logins for this username; try again in {minutes} minutes."
+    ]
+    assert (other_user.status_code, errors(other_user)) == (200, [FORM_ERROR])
+
+
+def test_clients_behind_the_trusted_proxy_count_each_on_its_own(limits):
+    # every request comes from the proxy (127.0.0.1); X-Forwarded-For names the client
+    for _ in range(3):
+        login(WRONG, **{"X-Forwarded-For": "203.0.113.7"})
+
+    refused = login(RIGHT, **{"X-Forwarded-For": "203.0.113.7"})
+    other = login(RIGHT, **{"X-Forwarded-For": "203.0.113.8"})
+
+    assert refused.status_code == 429
+    assert other.status_code == 302
+
+
+def test_no_limit_when_unset(limits, settings):
+    settings.ADMIN_LOGIN_FAILURES_PER_ADDRESS = None
+    settings.ADMIN_LOGIN_FAILURES_PER_USERNAME = None
+    for _ in range(10):
+        login(WRONG)
+
+    assert login(RIGHT).status_code == 302
+
+
+def test_the_real_server_throttles_by_the_connection_address(tmp_path):
+    with running_server(tmp_path, ADMIN_LOGIN_FAILURES_PER_ADDRESS="2/h") as server:
+        made = manage(
+            "createsuperuser",
+            "--noinput",
+            "--username=admin",
+            "--email=admin@example.org",
+            env=project_env(tmp_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD),
+        )
+        assert made.returncode == 0, made.stderr
+        browser = requests.Session()
+        page = browser.get(f"{server}/admin/login/", timeout=10).text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+
+        def post(data: dict) -> requests.Response:
+            return browser.post(
+                f"{server}/admin/login/",
+                {**data, "csrfmiddlewaretoken": token},
+                allow_redirects=False,
+                timeout=10,
+            )
+
+        failures = [post(WRONG).status_code for _ in range(2)]
+        refused = post(RIGHT)
+
+    assert failures == [200, 200]
+    assert refused.status_code == 429
+    assert "Too many failed logins from this address; try again in 60 minutes." in refused.text
