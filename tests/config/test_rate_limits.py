@@ -63,7 +63,10 @@ def test_a_client_over_its_limit_waits_and_the_others_do_not(server):
 
     over = requests.post(f"{server}/graphql", json=DELETION_ID, headers=ONE, timeout=30)
     query = requests.post(
-        f"{server}/graphql", json={"query": "{ defaultVideo { path } }"}, headers=ONE, timeout=30
+        f"{server}/graphql",
+        json={"query": "{ defaultVideo { path } }"},
+        headers={**ONE, "Origin": "http://localhost:7262"},
+        timeout=30,
     )
     propagation = requests.post(
         f"{server}/propagate_in_video", json={"session_id": "x"}, headers=ONE, timeout=30
@@ -74,11 +77,13 @@ def test_a_client_over_its_limit_waits_and_the_others_do_not(server):
     wait = int(over.headers["Retry-After"])
     assert 0 < wait <= 3600
     assert (over.status_code, over.json()) == (429, refusal("work", wait))
-    # once over, every request to the endpoint waits (it is refused before it is parsed)
+    # once over, every request to the endpoint waits (it is refused before it is parsed),
+    # and a page CORS allows can read why
     assert (query.status_code, query.json()) == (
         429,
         refusal("work", int(query.headers["Retry-After"])),
     )
+    assert query.headers["Access-Control-Allow-Origin"] == "http://localhost:7262"
     assert propagation.status_code == 429
     assert 0 < int(propagation.headers["Retry-After"]) <= 3600
     assert propagation.json() == {
