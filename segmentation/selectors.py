@@ -29,8 +29,14 @@ class Page:
     has_previous_page: bool
 
 
+def videos_at(*, path: str) -> QuerySet[Video]:
+    """The video stored at ``path``, as a query (of one or none). No stored path holds a NUL, so
+    a path with one finds none without asking the database (PostgreSQL refuses it)."""
+    return Video.objects.none() if "\x00" in path else Video.objects.filter(path=path)
+
+
 def video_get(*, path: str) -> Video:
-    video = Video.objects.filter(path=path).first()
+    video = videos_at(path=path).first()
     if video is None:
         raise VideoNotFound(f"no video at {path!r}")
     return video
@@ -38,7 +44,7 @@ def video_get(*, path: str) -> Video:
 
 def shared_video_get(*, path: str) -> Video:
     """A shared video by its path; any path outside the shared folder is not one."""
-    video = Video.objects.filter(path=path, origin=Video.Origin.SHARED).first()
+    video = videos_at(path=path).filter(origin=Video.Origin.SHARED).first()
     if video is None:
         raise VideoNotFound(f"no shared video at {path!r}")
     return video

@@ -20,6 +20,7 @@ from django.db import transaction
 from segmentation.errors import BadUserInput, UnsupportedMedia, VideoNotFound
 from segmentation.models import Annotation, DeletionId, Video
 from segmentation.rle import rle_decode
+from segmentation.selectors import videos_at
 from segmentation.services.videos import media_path, video_register
 from segmentation.transcode import MediaError, probe, sha256_of, size_check, transcode
 
@@ -98,7 +99,7 @@ def annotations_check(data: object) -> Video:
     """The video the annotations are of; :class:`BadUserInput` naming the first fault."""
     if not isinstance(data, dict) or not isinstance(data.get("video"), str):
         raise BadUserInput('annotations must be {"video": "<path>", "frames": [...]}')
-    video = Video.objects.filter(path=data["video"]).first()
+    video = videos_at(path=data["video"]).first()
     if video is None:
         raise VideoNotFound(f"the annotations are of an unknown video {data['video']!r}")
     frames = data.get("frames")

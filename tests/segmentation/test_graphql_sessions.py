@@ -221,6 +221,15 @@ def test_unknown_session_and_video(client: Client, library_video: str, video: Vi
     assert unknown["errors"][0]["message"] == "no video at 'gallery/nothing.mp4'"
 
 
+def test_a_nul_in_a_video_path_is_no_video(client: Client, library_video: str) -> None:
+    # PostgreSQL refuses a NUL in a query ("text fields cannot contain NUL"): no stored path
+    # holds one, so the answer is the one for any unknown path, on every database
+    unknown = gql(client, START, input={"path": "gallery/\x00.mp4"})
+
+    assert unknown["errors"][0]["extensions"] == {"code": "VIDEO_NOT_FOUND"}
+    assert unknown["errors"][0]["message"] == "no video at 'gallery/\\x00.mp4'"
+
+
 def test_too_many_sessions(client: Client, library_video: str, settings) -> None:
     settings.MAX_SESSIONS = 2
     start(client, library_video)

@@ -85,6 +85,11 @@ def test_every_frame_becomes_a_palette_png(client: Client, clip: Video) -> None:
             "error": "the annotations are of an unknown video 'gallery/none.mp4'",
             "code": "VIDEO_NOT_FOUND",
         }),
+        # no stored path holds a NUL (PostgreSQL refused the query: 500 there)
+        ({"video": "gallery/\x00.mp4", "frames": []}, 404, {
+            "error": "the annotations are of an unknown video 'gallery/\\x00.mp4'",
+            "code": "VIDEO_NOT_FOUND",
+        }),
         ({"video": "gallery/zip-clip.mp4", "frames": [{"frame_index": 12, "objects": []}]}, 400, {
             "error": "frames[0].frame_index must be within 0..11, got 12",
             "code": "BAD_USER_INPUT",
