@@ -197,3 +197,48 @@ def test_a_static_path_out_of_its_folder_is_not_found(server):
     assert (response.status, response.text) == (404, NOT_FOUND_PAGE)
     # as for any missing static file: the access log's line alone
     assert lines == [f'access "GET /static/../config/settings.py" 404 {len(NOT_FOUND_PAGE)}']
+
+
+BAD_REQUEST_PAGE = (
+    '\n<!doctype html>\n<html lang="en">\n<head>\n  <title>Bad Request (400)</title>\n</head>\n'
+    "<body>\n  <h1>Bad Request (400)</h1><p></p>\n</body>\n</html>\n"
+)
+
+
+def test_a_host_not_allowed_is_one_log_line(server):
+    # Django logs a suspicious request with its traceback: 30 lines for a 50-byte request
+    base_url, log = server
+
+    response, lines = logged(
+        log,
+        lambda: requests.get(f"{base_url}/healthz", headers={"Host": "evil.example"}, timeout=30),
+    )
+
+    assert (response.status_code, response.text) == (400, BAD_REQUEST_PAGE)
+    assert lines == [
+        "ERROR django.security.DisallowedHost: Invalid HTTP_HOST header: 'evil.example'. "
+        "You may need to add 'evil.example' to ALLOWED_HOSTS.",
+        f'access "GET /healthz" 400 {len(BAD_REQUEST_PAGE)}',
+    ]
+
+
+def test_too_many_form_fields_is_one_log_line(server):
+    base_url, log = server
+    fields = "&".join(f"f{n}=1" for n in range(1001))
+
+    response, lines = logged(
+        log,
+        lambda: requests.post(
+            f"{base_url}/graphql",
+            data=fields,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            timeout=30,
+        ),
+    )
+
+    assert (response.status_code, response.text) == (400, BAD_REQUEST_PAGE)
+    assert lines == [
+        "ERROR django.security.TooManyFieldsSent: The number of GET/POST parameters exceeded "
+        "settings.DATA_UPLOAD_MAX_NUMBER_FIELDS.",
+        f'access "POST /graphql" 400 {len(BAD_REQUEST_PAGE)}',
+    ]
