@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -128,6 +129,7 @@ def test_add_points_takes_any_input_without_harm(
     client: Client, library_video: str, points, labels, frame_index, object_id
 ) -> None:
     session_registry.cache_clear()
+    cache.clear()  # each example within its rate limit (the test client has one address)
     started = client.post(
         "/graphql",
         {
@@ -159,5 +161,6 @@ def test_add_points_takes_any_input_without_harm(
         assert body["data"]["addPoints"]["frameIndex"] == frame_index
         return
     codes = {error.get("extensions", {}).get("code") for error in body["errors"]}
-    assert codes <= {"BAD_USER_INPUT", None}  # None: GraphQL's own type errors
+    # None: GraphQL's own type errors; QUERY_TOO_COMPLEX: thousands of points cost too much
+    assert codes <= {"BAD_USER_INPUT", "QUERY_TOO_COMPLEX", None}
     assert session_annotations(session_id=session_id) == before
