@@ -8,6 +8,7 @@ secret key under ``var/``, and the in-memory channel layer. ``DATABASE_URL`` and
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -192,9 +193,21 @@ MAX_VIDEO_SIDE = env_int("MAX_VIDEO_SIDE", 1280, minimum=64)
 # Uploads: refused while arriving past this size; videos cut to this many seconds.
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 70, minimum=1) * 1024 * 1024
 MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)
-# Uploads whose pictures are larger than this (8K) are refused before any is decoded: a header
-# may claim any size, and each decoded frame costs memory in proportion.
-MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 7680 * 4320, minimum=1)
+# Uploads whose pictures are larger than this (4K: 4096x2160), or that carry more pixels a second
+# than this (4K at 60 frames a second), are refused from their header, before any frame is
+# decoded: a header may claim any size, and each decoded frame costs memory and time in
+# proportion (an 8K frame is 50 MB in the decoder; 16 at once took 7 GB).
+MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 4096 * 2160, minimum=1)
+MAX_UPLOAD_PIXEL_RATE = env_int("MAX_UPLOAD_PIXEL_RATE", 4096 * 2160 * 60, minimum=1)
+# Uploads decoded at once (segmentation/services/transcode_slots.py), how many more may wait,
+# and for how long; past either, SERVER_BUSY.
+MAX_PARALLEL_TRANSCODES = env_int(
+    "MAX_PARALLEL_TRANSCODES", max(1, (os.cpu_count() or 2) // 2), minimum=1
+)
+MAX_QUEUED_TRANSCODES = env_int("MAX_QUEUED_TRANSCODES", 8, minimum=0)
+TRANSCODE_WAIT_SEC = env_int("TRANSCODE_WAIT_SEC", 120, minimum=1)
+# Disk the stored uploads and shared videos may take together; past it, STORAGE_FULL.
+MEDIA_QUOTA_BYTES = env_int("MEDIA_QUOTA_MB", 10240, minimum=1) * 1024 * 1024
 TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
 # A browser's cookie session (a client's deletion ID, a staff login) expires this long after its
 # last change; `manage.py purge_expired` then deletes it, and its deletion IDs if they own nothing.

@@ -17,6 +17,8 @@ class ErrorCode(enum.StrEnum):
     TOO_MANY_SESSIONS = "TOO_MANY_SESSIONS"
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     RATE_LIMITED = "RATE_LIMITED"
+    SERVER_BUSY = "SERVER_BUSY"
+    STORAGE_FULL = "STORAGE_FULL"
 
 
 class SegmentationError(Exception):
@@ -59,3 +61,19 @@ class ResourceExhausted(SegmentationError):
     def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ServerBusy(SegmentationError):
+    """Too much of the same work is under way; it may be tried again after ``retry_after``."""
+
+    code = ErrorCode.SERVER_BUSY
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class StorageFull(SegmentationError):
+    """Keeping the upload would take the uploads over their disk quota."""
+
+    code = ErrorCode.STORAGE_FULL

@@ -77,11 +77,42 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def size_check(width: int, height: int, max_pixels: int, label: str) -> None:
-    """:class:`MediaError` if a picture of ``width`` x ``height`` is over ``max_pixels``."""
-    if width * height > max_pixels:
+@dataclass(frozen=True)
+class Limits:
+    """What an upload's header may claim: pixels a picture, and pixels a second."""
+
+    max_pixels: int
+    max_pixel_rate: int
+
+
+def header_check(source: Path, limits: Limits, *, label: str | None = None) -> None:
+    """:class:`MediaError` if the video's header claims pictures or a pixel rate over
+    ``limits``, or there is no readable video; no frame is decoded."""
+    label = label or source.name
+    try:
+        container = av.open(str(source))
+    except (av.error.FFmpegError, OSError) as error:
+        raise MediaError(f"{label} is not a readable video ({_reason(error)})") from None
+    try:
+        if not container.streams.video:
+            raise MediaError(f"{label} has no video stream")
+        _limits_check(container.streams.video[0], limits, label)
+    finally:
+        container.close()
+
+
+def _limits_check(stream: av.video.stream.VideoStream, limits: Limits, label: str) -> None:
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width * height > limits.max_pixels:
         raise MediaError(
-            f"{label} is {width}x{height}: pictures of at most {max_pixels:,} pixels are taken"
+            f"{label} is {width}x{height}: pictures of at most {limits.max_pixels:,} pixels "
+            "are taken"
+        )
+    rate = stream.average_rate or stream.guessed_rate
+    if rate and width * height * float(rate) > limits.max_pixel_rate:
+        raise MediaError(
+            f"{label} is {width}x{height} at {float(rate):g} frames a second: at most "
+            f"{limits.max_pixel_rate:,} pixels a second are taken"
         )
 
 
@@ -94,12 +125,12 @@ def transcode(
     start: float = 0.0,
     duration: float | None = None,
     label: str | None = None,
-    max_pixels: int | None = None,
+    limits: Limits | None = None,
 ) -> VideoInfo:
     """Re-encode ``source`` as H.264 MP4 at ``fps``, its longest side at most ``max_side``,
     from ``start`` seconds for at most ``duration`` seconds. Frames are picked by timestamp, so
-    the output keeps the source's timing whatever its frame rate. A source whose pictures are
-    larger than ``max_pixels`` is refused before any is decoded. Messages call the source
+    the output keeps the source's timing whatever its frame rate. A source whose header claims
+    more than ``limits`` is refused before any frame is decoded. Messages call the source
     ``label`` (by default its name)."""
     label = label or source.name
     try:
@@ -110,8 +141,8 @@ def transcode(
         if not container.streams.video:
             raise MediaError(f"{label} has no video stream")
         stream = container.streams.video[0]
-        if max_pixels is not None:
-            size_check(stream.codec_context.width, stream.codec_context.height, max_pixels, label)
+        if limits is not None:
+            _limits_check(stream, limits, label)
         stream.thread_type = "AUTO"
         written = _encode(container, stream, destination, fps, max_side, start, duration)
     except av.error.FFmpegError as error:

@@ -1,8 +1,9 @@
 """What clients upload: videos for the gallery, videos to share, and annotation files.
 
-An upload is checked before anything is kept: a video must decode (it is transcoded to the
-stored format, cut to its time range), an annotation file must fit its video. A refused upload
-leaves nothing behind.
+An upload is checked before anything is kept: a video's header must claim no more than the
+limits, it must decode (it is transcoded to the stored format, cut to its time range) in one
+of the few slots for decoding (``transcode_slots.py``), and it must fit the disk quota; an
+annotation file must fit its video. A refused upload leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,12 +18,21 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from segmentation.errors import BadUserInput, UnsupportedMedia, VideoNotFound
+from config.memory import memory_return
+from segmentation.errors import BadUserInput, StorageFull, UnsupportedMedia, VideoNotFound
 from segmentation.models import Annotation, DeletionId, Video
 from segmentation.rle import rle_decode
 from segmentation.selectors import videos_at
+from segmentation.services.transcode_slots import transcode_slots
 from segmentation.services.videos import media_path, video_register
-from segmentation.transcode import MediaError, probe, sha256_of, size_check, transcode
+from segmentation.transcode import (
+    Limits,
+    MediaError,
+    header_check,
+    probe,
+    sha256_of,
+    transcode,
+)
 
 UPLOADS_DIR = "uploads"
 SHARED_DIR = "shared"
@@ -43,19 +53,24 @@ def video_upload(
         raise BadUserInput(f"startTimeSec must be a non-negative number, got {start}")
     if not math.isfinite(duration) or duration <= 0:
         raise BadUserInput(f"durationTimeSec must be a positive number, got {duration}")
+    _quota_check(adding=0)
     source = _local_path(file)
     partial = media_path(f"{UPLOADS_DIR}/.{uuid.uuid4().hex}.partial")
     try:
-        transcode(
-            source,
-            partial,
-            max_side=settings.MAX_VIDEO_SIDE,
-            start=start,
-            duration=min(duration, limit),
-            label=file.name,
-            max_pixels=settings.MAX_UPLOAD_PIXELS,
-        )
+        with transcode_slots().held():
+            transcode(
+                source,
+                partial,
+                max_side=settings.MAX_VIDEO_SIDE,
+                start=start,
+                duration=min(duration, limit),
+                label=file.name,
+                limits=_limits(),
+            )
+        memory_return()  # the decoder's buffers, back to the system
         destination = media_path(f"{UPLOADS_DIR}/{sha256_of(partial)}.mp4")
+        if not destination.exists():
+            _quota_check(adding=partial.stat().st_size)
         partial.replace(destination)
     except MediaError as error:
         raise UnsupportedMedia(str(error)) from None
@@ -67,12 +82,16 @@ def video_upload(
 
 def shared_video_upload(*, file: UploadedFile, deletion_id: DeletionId | None = None) -> Video:
     """Keep a video (as sent, once it is known to decode) under ``shared/<sha256>.mp4``."""
+    _quota_check(adding=0)
     source = _local_path(file)
     partial = media_path(f"{SHARED_DIR}/.{uuid.uuid4().hex}.partial")
     try:
-        info = probe(source, label=file.name)
-        size_check(info.width, info.height, settings.MAX_UPLOAD_PIXELS, file.name)
+        header_check(source, _limits(), label=file.name)
+        with transcode_slots().held():
+            probe(source, label=file.name)
         destination = media_path(f"{SHARED_DIR}/{sha256_of(source)}.mp4")
+        if not destination.exists():
+            _quota_check(adding=source.stat().st_size)
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, partial)
         partial.replace(destination)
@@ -143,6 +162,28 @@ def _check_object(item: object, where: str, video: Video) -> None:
         rle_decode(mask)
     except ValueError as error:
         raise BadUserInput(f"{where}.mask: {error}") from None
+
+
+def _limits() -> Limits:
+    return Limits(
+        max_pixels=settings.MAX_UPLOAD_PIXELS, max_pixel_rate=settings.MAX_UPLOAD_PIXEL_RATE
+    )
+
+
+def _quota_check(*, adding: int) -> None:
+    """:class:`StorageFull` if the stored uploads and shared videos, with ``adding`` bytes
+    more, would be over ``MEDIA_QUOTA_MB``."""
+    used = sum(
+        file.stat().st_size
+        for folder in (UPLOADS_DIR, SHARED_DIR)
+        for file in media_path(folder).glob("*.mp4")
+    )
+    quota = settings.MEDIA_QUOTA_BYTES
+    if used + adding > quota or (adding == 0 and used >= quota):
+        raise StorageFull(
+            f"the uploads take {used / 2**20:.1f} MB of their {quota / 2**20:.0f} MB; "
+            "delete some (manage.py delete_user_data) or raise MEDIA_QUOTA_MB"
+        )
 
 
 def _local_path(file: UploadedFile) -> Path:

@@ -1,0 +1,75 @@
+"""How many uploads are decoded at once, and how many may wait for their turn.
+
+Decoding a video holds its frames and the decoder's buffers in memory, and takes the cores, so
+however many uploads arrive together only ``MAX_PARALLEL_TRANSCODES`` are probed or transcoded
+at once (by default half the cores, at least one). Up to ``MAX_QUEUED_TRANSCODES`` more wait
+their turn, in the order they came, for at most ``TRANSCODE_WAIT_SEC``; an upload that finds the
+queue full, or waits longer, is refused with ``SERVER_BUSY`` and the seconds after which to try
+again, having kept nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from functools import cache
+
+from django.conf import settings
+
+from segmentation.errors import ServerBusy
+
+RETRY_AFTER_SEC = 10
+
+
+class TranscodeSlots:
+    def __init__(self, *, parallel: int, queued: int, wait: float) -> None:
+        self._slots = threading.Semaphore(parallel)
+        self._queued = queued
+        self._wait = wait
+        self._waiting = 0
+        self._guard = threading.Lock()
+
+    @property
+    def waiting(self) -> int:
+        """Uploads waiting for a slot now."""
+        with self._guard:
+            return self._waiting
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A slot for the duration; :class:`ServerBusy` if none comes in time."""
+        if not self._slots.acquire(blocking=False):
+            with self._guard:
+                if self._waiting >= self._queued:
+                    raise ServerBusy(
+                        f"{self._queued} uploads are already waiting to be decoded; "
+                        f"try again in {RETRY_AFTER_SEC} s",
+                        retry_after=RETRY_AFTER_SEC,
+                    )
+                self._waiting += 1
+            try:
+                got = self._slots.acquire(timeout=self._wait)
+            finally:
+                with self._guard:
+                    self._waiting -= 1
+            if not got:
+                raise ServerBusy(
+                    f"the upload waited {self._wait:g} s for its turn to be decoded; "
+                    f"try again in {RETRY_AFTER_SEC} s",
+                    retry_after=RETRY_AFTER_SEC,
+                )
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+
+@cache
+def transcode_slots() -> TranscodeSlots:
+    """The process's slots, from the settings on first use."""
+    return TranscodeSlots(
+        parallel=settings.MAX_PARALLEL_TRANSCODES,
+        queued=settings.MAX_QUEUED_TRANSCODES,
+        wait=settings.TRANSCODE_WAIT_SEC,
+    )
