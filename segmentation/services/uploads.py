@@ -57,6 +57,7 @@ def video_upload(
     source = _local_path(file)
     partial = media_path(f"{UPLOADS_DIR}/.{uuid.uuid4().hex}.partial")
     try:
+        header_check(source, _limits(), label=file.name)
         with transcode_slots().held():
             transcode(
                 source,
@@ -67,7 +68,6 @@ def video_upload(
                 label=file.name,
                 limits=_limits(),
             )
-        memory_return()  # the decoder's buffers, back to the system
         destination = media_path(f"{UPLOADS_DIR}/{sha256_of(partial)}.mp4")
         if not destination.exists():
             _quota_check(adding=partial.stat().st_size)
@@ -77,6 +77,7 @@ def video_upload(
     finally:
         partial.unlink(missing_ok=True)  # still there only if something failed
         _release(file, source)
+        memory_return()  # the decoder's buffers, back to the system
     return video_register(path=destination, origin=Video.Origin.UPLOAD, deletion_id=deletion_id)
 
 
@@ -100,6 +101,7 @@ def shared_video_upload(*, file: UploadedFile, deletion_id: DeletionId | None = 
     finally:
         partial.unlink(missing_ok=True)
         _release(file, source)
+        memory_return()
     return video_register(path=destination, origin=Video.Origin.SHARED, deletion_id=deletion_id)
 
 
