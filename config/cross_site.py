@@ -42,9 +42,11 @@ class CrossSiteRefusal(MiddlewareMixin):
         super().__init__(get_response)
         self._cors = CorsMiddleware(get_response)
 
-    def process_view(
+    async def process_view(
         self, request: HttpRequest, view: Callable, args: tuple, kwargs: dict
     ) -> HttpResponse | None:
+        # a coroutine, so that the server's handler calls it on its loop rather than in a
+        # thread of its own: it waits on nothing
         if request.method in SAFE_METHODS or not getattr(view, "csrf_exempt", False):
             return None  # Django's CSRF check covers the others
         if not self._cors.is_enabled(request):

@@ -46,7 +46,7 @@ from graphql import (
 from config.client_address import client_address
 from config.graphql_limits import TOO_COMPLEX, graphql_size_errors, graphql_validation_rules
 from config.rate_limits import rate_limit_message, rate_limit_wait
-from segmentation.graphql.cost import OPENING_FIELDS, operation_cost
+from segmentation.graphql.cost import OPENING_FIELDS, operation_cost, root_field_names
 
 VALIDATED_DOCUMENTS = 256
 CACHED_QUERY_CHARS = 20_000
@@ -248,10 +248,7 @@ def _refusal(
         )
         if wait is not None and cost <= settings.GRAPHQL_MAX_COST:
             raise RateLimited("work", wait)
-        if any(
-            getattr(selection, "name", None) is not None and selection.name.value in UPLOAD_FIELDS
-            for selection in operation.selection_set.selections
-        ):
+        if UPLOAD_FIELDS.intersection(root_field_names(document, operation_name)):
             wait = rate_limit_wait(
                 address=address, kind="uploads", rate=settings.RATE_LIMIT_UPLOADS
             )

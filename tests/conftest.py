@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -125,6 +126,24 @@ def server_pid(server: str) -> int:
         if b"config.server" in arguments and port.encode() in arguments:
             return int(entry)
     raise AssertionError(f"no server process listens at {server}")
+
+
+@pytest.fixture(scope="session")
+def _default_video_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    var_dir = tmp_path_factory.mktemp("default-video-var")
+    env = project_env(var_dir)
+    assert manage("migrate", "--noinput", env=env).returncode == 0
+    assert manage("default_video", env=env).returncode == 0
+    return var_dir
+
+
+@pytest.fixture(scope="module")
+def default_video_var(_default_video_var: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A VAR_DIR of this module's own, migrated and holding the drawn default video (drawn once
+    for the run, and copied)."""
+    var_dir = tmp_path_factory.mktemp("var") / "var"
+    shutil.copytree(_default_video_var, var_dir)
+    return var_dir
 
 
 @pytest.fixture(scope="session")

@@ -52,15 +52,10 @@ def operation_cost(
     operation = _operation(document, operation_name)
     if operation is None:
         return 0
-    fragments = {
-        definition.name.value: definition
-        for definition in document.definitions
-        if isinstance(definition, FragmentDefinitionNode)
-    }
     variables = variables if isinstance(variables, dict) else {}
     cost = 0
     frames: set[object] = set()
-    for field in _root_fields(operation.selection_set, fragments, set()):
+    for field in _root_fields(operation.selection_set, _fragments(document), set()):
         name = field.name.value
         cost += 1
         if name in OPENING_FIELDS:
@@ -76,6 +71,26 @@ def operation_cost(
         if isinstance(frame, int | float | str):
             frames.add(frame)
     return cost + FRAME * len(frames)
+
+
+def root_field_names(document: DocumentNode, operation_name: str | None) -> list[str]:
+    """The names of the fields at the root of the operation the request runs, fragments spread
+    in, once per alias."""
+    operation = _operation(document, operation_name)
+    if operation is None:
+        return []
+    return [
+        field.name.value
+        for field in _root_fields(operation.selection_set, _fragments(document), set())
+    ]
+
+
+def _fragments(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    return {
+        definition.name.value: definition
+        for definition in document.definitions
+        if isinstance(definition, FragmentDefinitionNode)
+    }
 
 
 def _operation(

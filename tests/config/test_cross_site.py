@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 
 EVIL = "http://evil.example"
@@ -26,11 +26,8 @@ SHARE = "mutation($file: Upload!) { uploadSharedVideo(file: $file) { path } }"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
-    var_dir = tmp_path_factory.mktemp("cross-site")
-    env = project_env(var_dir)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
-    assert manage("default_video", env=env).returncode == 0
+def server(default_video_var: Path):
+    var_dir = default_video_var
     with running_server(var_dir) as base_url:
         yield base_url, var_dir
 

@@ -121,11 +121,11 @@ def test_uploads_have_their_own_limit(upload_server, tmp_path):
     source = write_mp4(make_video(6), tmp_path / "clip.mp4").read_bytes()
     headers = {"X-Forwarded-For": "198.51.100.3"}
 
-    def upload() -> requests.Response:
+    def upload(query: str = UPLOAD) -> requests.Response:
         return requests.post(
             f"{server}/graphql",
             files={
-                "operations": (None, json.dumps({"query": UPLOAD, "variables": {"file": None}})),
+                "operations": (None, json.dumps({"query": query, "variables": {"file": None}})),
                 "map": (None, json.dumps({"1": ["variables.file"]})),
                 "1": ("clip.mp4", source, "video/mp4"),
             },
@@ -134,12 +134,18 @@ def test_uploads_have_their_own_limit(upload_server, tmp_path):
         )
 
     first, second = upload(), upload()
+    # an upload spread from a fragment is one too
+    third = upload(
+        "mutation($file: Upload!) { ...U } "
+        "fragment U on Mutation { uploadVideo(file: $file) { path } }"
+    )
 
     assert first.json()["data"]["uploadVideo"]["path"].startswith("uploads/")
-    assert (second.status_code, second.json()) == (
-        429,
-        refusal("uploads", int(second.headers["Retry-After"])),
-    )
+    for refused in (second, third):
+        assert (refused.status_code, refused.json()) == (
+            429,
+            refusal("uploads", int(refused.headers["Retry-After"])),
+        )
 
 
 @pytest.mark.parametrize(

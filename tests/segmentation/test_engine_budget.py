@@ -4,12 +4,14 @@ server, refused with RESOURCE_EXHAUSTED and Retry-After while another session cl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import requests
 
 from segmentation.errors import ResourceExhausted
 from segmentation.services.engine_budget import EngineBudget
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import running_server
 from tests.segmentation.test_graphql_cost import CLICK, click_input
 
 
@@ -69,11 +71,8 @@ def test_a_zero_burst_or_share_is_no_budget(burst, share):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
-    var_dir = tmp_path_factory.mktemp("budget")
-    env = project_env(var_dir)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
-    assert manage("default_video", env=env).returncode == 0
+def server(default_video_var: Path):
+    var_dir = default_video_var
     # a burst of one engine-second, refilled at a hundredth of a core
     with running_server(
         var_dir, SESSION_ENGINE_BURST_SEC="1", SESSION_ENGINE_SHARE_PERCENT="1"

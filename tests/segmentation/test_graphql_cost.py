@@ -4,13 +4,14 @@ of it runs (issue 36, finding 2: ten aliased 100-point clicks took 97 s of the s
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 import requests
 from graphql import parse
 
 from segmentation.graphql.cost import operation_cost
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import running_server
 
 CLICK = """mutation($input: AddPointsInput!) {
   addPoints(input: $input) { frameIndex }
@@ -112,11 +113,8 @@ def test_the_operation_named_is_the_one_counted():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
-    var_dir = tmp_path_factory.mktemp("cost")
-    env = project_env(var_dir)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
-    assert manage("default_video", env=env).returncode == 0
+def server(default_video_var: Path):
+    var_dir = default_video_var
     with running_server(var_dir) as base_url:
         yield base_url
 
