@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -85,15 +86,16 @@ class Limits:
     max_pixel_rate: int
 
 
+# Opening a file the plain way, where the decoder cannot be told to skip frames, one at a time.
+_PLAIN_OPENS = threading.Lock()
+
+
 def header_check(source: Path, limits: Limits, *, label: str | None = None) -> None:
     """:class:`MediaError` if the video's header claims pictures or a pixel rate over
     ``limits``, or there is no readable video; no frame is decoded."""
     label = label or source.name
     try:
-        # Opening decodes a frame or two to learn the stream's parameters, unless told to skip
-        # them: the size and rate come from the headers alone (an 8K file took 600 MB of memory
-        # to open with the decoder's threads, 110 MB on one, 35 MB skipping the frames).
-        container = av.open(str(source), stream_options=[{"threads": "1", "skip_frame": "all"}])
+        container = _header_open(source)
     except (av.error.FFmpegError, OSError):
         raise MediaError(f"{label} is not a readable video") from None
     try:
@@ -102,6 +104,23 @@ def header_check(source: Path, limits: Limits, *, label: str | None = None) -> N
         _limits_check(container.streams.video[0], limits, label)
     finally:
         container.close()
+
+
+def _header_open(source: Path) -> av.container.InputContainer:
+    """The file opened for its header. Opening decodes a frame or two to learn the stream's
+    parameters unless the decoder is told to skip them: the size and rate come from the headers
+    and the parser alone (opening an 8K H.264 file took a process from 36 to 111 MB at its
+    peak; skipping the frames, from 36 to 36). PyAV can
+    tell only the streams a container names before it is probed; an MPEG program stream names
+    its streams in its packets, so such a file is opened the plain way, which decodes on one
+    thread (FFmpeg's rule for probing), and one file at a time."""
+    try:
+        return av.open(str(source), stream_options=[{"threads": "1", "skip_frame": "all"}])
+    except av.error.FFmpegError:
+        raise
+    except ValueError:  # PyAV's: stream options for a format with no streams before probing
+        with _PLAIN_OPENS:
+            return av.open(str(source))
 
 
 def _limits_check(stream: av.video.stream.VideoStream, limits: Limits, label: str) -> None:
@@ -129,12 +148,18 @@ def transcode(
     duration: float | None = None,
     label: str | None = None,
     limits: Limits | None = None,
+    threads: int = 0,
 ) -> VideoInfo:
     """Re-encode ``source`` as H.264 MP4 at ``fps``, its longest side at most ``max_side``,
     from ``start`` seconds for at most ``duration`` seconds. Frames are picked by timestamp, so
     the output keeps the source's timing whatever its frame rate. A source whose header claims
-    more than ``limits`` is refused before any frame is decoded. Messages call the source
-    ``label`` (by default its name)."""
+    more than ``limits`` is refused before any frame is decoded, and one whose frames turn out
+    larger than ``limits`` (a stream may change its picture size midway) at the first such
+    frame. The decoder and the encoder each use at most ``threads`` threads (0: as many as
+    FFmpeg picks, one per core and one more, up to 16); each of the decoder's threads holds
+    frames of its own (16 UHD uploads transcoded one at a time took the server from 172 MB to
+    a peak of 344-366 MB on one thread each, 716-726 MB with the decoder on 16). Messages call
+    the source ``label`` (by default its name)."""
     label = label or source.name
     try:
         container = av.open(str(source))
@@ -147,7 +172,10 @@ def transcode(
         if limits is not None:
             _limits_check(stream, limits, label)
         stream.thread_type = "AUTO"
-        written = _encode(container, stream, destination, fps, max_side, start, duration)
+        stream.codec_context.thread_count = threads
+        written = _encode(
+            container, stream, destination, fps, max_side, start, duration, limits, label, threads
+        )
     except av.error.FFmpegError as error:
         destination.unlink(missing_ok=True)
         raise MediaError(f"{label} cannot be decoded ({_reason(error)})") from None
@@ -170,6 +198,9 @@ def _encode(
     max_side: int,
     start: float,
     duration: float | None,
+    limits: Limits | None,
+    label: str,
+    threads: int,
 ) -> int:
     width, height = stream.codec_context.width, stream.codec_context.height
     if not width or not height:
@@ -186,7 +217,12 @@ def _encode(
         encoder = output.add_stream("libx264", rate=fps)
         encoder.width, encoder.height, encoder.pix_fmt = out_width, out_height, "yuv420p"
         # A key frame every second: the engine seeks often (propagating backward, any click).
-        encoder.options = {"crf": "20", "preset": "veryfast", "g": str(fps)}
+        encoder.options = {
+            "crf": "20",
+            "preset": "veryfast",
+            "g": str(fps),
+            **({"threads": str(threads)} if threads else {}),
+        }
 
         def emit_until(frame: av.VideoFrame, until: float) -> None:
             """Show ``frame`` at every output time before ``until`` (seconds from start)."""
@@ -203,6 +239,12 @@ def _encode(
         for frame in container.decode(stream):
             if frame.time is None:
                 continue
+            if limits is not None and frame.width * frame.height > limits.max_pixels:
+                raise MediaError(
+                    f"{label} has a frame of {frame.width}x{frame.height} where its header says "
+                    f"{width}x{height}: pictures of at most {limits.max_pixels:,} pixels are "
+                    "taken"
+                )
             if first_time is None:
                 first_time = frame.time
             at = frame.time - first_time

@@ -6,11 +6,18 @@ at once (by default half the cores, at least one). Up to ``MAX_QUEUED_TRANSCODES
 their turn, in the order they came, for at most ``TRANSCODE_WAIT_SEC``; an upload that finds the
 queue full, or waits longer, is refused with ``SERVER_BUSY`` and the seconds after which to try
 again, having kept nothing.
+
+The slots share the cores: each transcode's decoder and encoder run on at most cores divided by
+slots threads (at most ``MAX_THREADS_EACH``), where FFmpeg would take one a core for each. A
+decoder's threads hold a frame or more each, so on a 16-core machine the default 8 slots would
+otherwise decode a 4K upload on 16 threads apiece (one UHD transcode at a time took the server
+to a peak of 716-726 MB that way; on one thread, 344-366 MB).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from functools import cache
@@ -20,11 +27,14 @@ from django.conf import settings
 from segmentation.errors import ServerBusy
 
 RETRY_AFTER_SEC = 10
+MAX_THREADS_EACH = 4
 
 
 class TranscodeSlots:
     def __init__(self, *, parallel: int, queued: int, wait: float) -> None:
+        self.threads_each = max(1, min(MAX_THREADS_EACH, (os.cpu_count() or 1) // parallel))
         self._slots = threading.Semaphore(parallel)
+        self._parallel = parallel
         self._queued = queued
         self._wait = wait
         self._waiting = 0
@@ -43,8 +53,8 @@ class TranscodeSlots:
             with self._guard:
                 if self._waiting >= self._queued:
                     raise ServerBusy(
-                        f"{self._queued} uploads are already waiting to be decoded; "
-                        f"try again in {RETRY_AFTER_SEC} s",
+                        f"too many uploads at once: {self._parallel} being decoded and "
+                        f"{self._queued} waiting; try again in {RETRY_AFTER_SEC} s",
                         retry_after=RETRY_AFTER_SEC,
                     )
                 self._waiting += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import threading
 import uuid
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from segmentation.transcode import (
 UPLOADS_DIR = "uploads"
 SHARED_DIR = "shared"
 
+_STORING = threading.Lock()
+
 
 def video_upload(
     *,
@@ -58,7 +61,8 @@ def video_upload(
     partial = media_path(f"{UPLOADS_DIR}/.{uuid.uuid4().hex}.partial")
     try:
         header_check(source, _limits(), label=file.name)
-        with transcode_slots().held():
+        slots = transcode_slots()
+        with slots.held():
             transcode(
                 source,
                 partial,
@@ -67,11 +71,10 @@ def video_upload(
                 duration=min(duration, limit),
                 label=file.name,
                 limits=_limits(),
+                threads=slots.threads_each,
             )
         destination = media_path(f"{UPLOADS_DIR}/{sha256_of(partial)}.mp4")
-        if not destination.exists():
-            _quota_check(adding=partial.stat().st_size)
-        partial.replace(destination)
+        _keep(partial, destination)
     except MediaError as error:
         raise UnsupportedMedia(str(error)) from None
     finally:
@@ -88,21 +91,23 @@ def shared_video_upload(*, file: UploadedFile, deletion_id: DeletionId | None = 
     partial = media_path(f"{SHARED_DIR}/.{uuid.uuid4().hex}.partial")
     try:
         header_check(source, _limits(), label=file.name)
+        # Kept as sent, so probing it and drawing its poster decode a picture of up to the
+        # limits: in a slot, as a transcode.
         with transcode_slots().held():
             probe(source, label=file.name)
-        destination = media_path(f"{SHARED_DIR}/{sha256_of(source)}.mp4")
-        if not destination.exists():
-            _quota_check(adding=source.stat().st_size)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, partial)
-        partial.replace(destination)
+            destination = media_path(f"{SHARED_DIR}/{sha256_of(source)}.mp4")
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, partial)
+            _keep(partial, destination)
+            return video_register(
+                path=destination, origin=Video.Origin.SHARED, deletion_id=deletion_id
+            )
     except MediaError as error:
         raise UnsupportedMedia(str(error)) from None
     finally:
         partial.unlink(missing_ok=True)
         _release(file, source)
         memory_return()
-    return video_register(path=destination, origin=Video.Origin.SHARED, deletion_id=deletion_id)
 
 
 def annotations_upload(*, file: UploadedFile, deletion_id: DeletionId | None = None) -> Annotation:
@@ -170,6 +175,15 @@ def _limits() -> Limits:
     return Limits(
         max_pixels=settings.MAX_UPLOAD_PIXELS, max_pixel_rate=settings.MAX_UPLOAD_PIXEL_RATE
     )
+
+
+def _keep(partial: Path, destination: Path) -> None:
+    """Move a finished file into place, if the quota has room for it (checked and taken at
+    once: two uploads finishing together cannot both take the last of it)."""
+    with _STORING:
+        if not destination.exists():  # the same content again takes no more room
+            _quota_check(adding=partial.stat().st_size)
+        partial.replace(destination)
 
 
 def _quota_check(*, adding: int) -> None:
