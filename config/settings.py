@@ -237,6 +237,8 @@ SESSION_FRAME_CACHE_MB = env_int("SESSION_FRAME_CACHE_MB", 64, minimum=1)
 # The annotator page's frames: decoded once per video and kept as JPEG files here.
 FRAME_IMAGE_DIR = Path(env_str("FRAME_IMAGE_DIR", "") or VAR_DIR / "frames").resolve()
 FRAME_IMAGE_QUALITY = env_int("FRAME_IMAGE_QUALITY", 90, minimum=1)
+# Disk they may take; past it, the folders of the videos least recently used are deleted.
+FRAME_IMAGE_QUOTA_BYTES = env_int("FRAME_IMAGE_QUOTA_MB", 2048, minimum=1) * 1024 * 1024
 
 # The IPTV channel admin.
 LISTEN_PORT = env_int("LISTEN_PORT", 7263, minimum=1)

@@ -11,8 +11,10 @@ from django.test import Client
 
 from segmentation.engines.frames import VideoFileFrames
 from segmentation.models import DeletionId, Video
+from segmentation.services import frame_images
 from segmentation.services.consent import user_data_delete
 from segmentation.services.videos import video_register
+from tests.segmentation.synthetic import make_video, write_mp4
 
 pytestmark = pytest.mark.django_db
 
@@ -110,3 +112,43 @@ def test_deleting_a_clients_videos_deletes_their_frames(
     user_data_delete(deletion_id="d-1")
 
     assert not (frame_dir / video.sha256).exists()
+
+
+def test_past_the_quota_the_least_recently_used_videos_frames_go(
+    client: Client, clip: Video, media: Path, frame_dir: Path, settings, monkeypatch, tmp_path
+) -> None:
+    # given the clip's first three frames kept, and a quota they fill
+    other_file = write_mp4(make_video(13), tmp_path / "other.mp4")
+    destination = media / "gallery" / "other.mp4"
+    shutil.copy(other_file, destination)
+    other = video_register(path=destination, origin=Video.Origin.GALLERY)
+    for index in range(3):
+        get(client, index, clip.path)
+    settings.FRAME_IMAGE_QUOTA_BYTES = sum(
+        file.stat().st_size for file in (frame_dir / clip.sha256).iterdir()
+    )
+
+    # when a frame of another video is asked for while the clip's were served a moment ago
+    in_use = get(client, 0, other.path)
+    kept_in_use = kept(frame_dir)
+    # and another once no frame was served for longer than frame_images.IN_USE_SEC
+    monkeypatch.setattr(frame_images, "IN_USE_SEC", 0)
+    monkeypatch.setattr(frame_images, "RECOUNT_SEC", 0)
+    past = get(client, 1, other.path)
+
+    # then the clip's frames stay while in use (the quota exceeded), and go after
+    assert (in_use.status_code, past.status_code) == (200, 200)
+    assert kept_in_use == {
+        clip.sha256: ["00000.jpg", "00001.jpg", "00002.jpg"],
+        other.sha256: ["00000.jpg"],
+    }
+    assert kept(frame_dir) == {other.sha256: ["00000.jpg", "00001.jpg"]}
+    # and are made again when asked for
+    assert get(client, 2, clip.path).content == engine_jpeg(media / clip.path, 2)
+
+
+def kept(frame_dir: Path) -> dict[str, list[str]]:
+    return {
+        folder.name: sorted(file.name for file in folder.iterdir())
+        for folder in frame_dir.iterdir()
+    }
