@@ -4,6 +4,12 @@ An upload is checked before anything is kept: a video's header must claim no mor
 limits, it must decode (it is transcoded to the stored format, cut to its time range) in one
 of the few slots for decoding (``transcode_slots.py``), and it must fit the disk quota; an
 annotation file must fit its video. A refused upload leaves nothing behind.
+
+Past the quota (``MEDIA_QUOTA_MB``) the new upload is refused (``STORAGE_FULL``) rather than
+older ones deleted to make room: uploads and shared videos are what clients made, kept under
+their deletion IDs, in sessions and behind shared links, so none is dropped but by
+``delete_user_data``. The frame images, a cache, make room the other way
+(``frame_images.py``).
 """
 
 from __future__ import annotations
