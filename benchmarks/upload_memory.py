@@ -1,13 +1,16 @@
 """The server's memory while many uploads arrive at once (issue 36, finding 3).
 
-    .venv/bin/python benchmarks/upload_memory.py [--uploads 16] [--frames 240]
+    .venv/bin/python benchmarks/upload_memory.py [--uploads 16] [--frames 240] [--runs 1]
+        [--env MAX_PARALLEL_TRANSCODES=8 ...]
 
 Runs the real server (default settings) and writes two black H.264 files like the finding's:
-7680x4320 (8K) and 3840x2160 (UHD, within the limits), ``--frames`` frames at 24 fps. For
-each, ``--uploads`` copies are sent at once (``uploadVideo``, each its own client address so
-that the per-client upload limit is not what answers), while the server process's resident
-memory is sampled from /proc every 50 ms. Prints the baseline before, the peak, what is left
-``--settle`` seconds after the last answer, and the answers by code.
+7680x4320 (8K) and 4096x2160 (4K, the largest picture ``MAX_UPLOAD_PIXELS`` takes), ``--frames``
+frames at 24 fps. For each, ``--runs`` times on the same server, ``--uploads`` copies are sent
+at once (``uploadVideo``, each its own client address so that the per-client upload limit is
+not what answers), while the server process's resident memory is sampled from /proc every
+50 ms. Prints the baseline before, the peak, what is left ``--settle`` seconds after the last
+answer, and the answers by code. ``--env`` sets the server's settings (by default, the
+defaults).
 """
 
 from __future__ import annotations
@@ -100,22 +103,28 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=16)
     parser.add_argument("--frames", type=int, default=240)
     parser.add_argument("--settle", type=float, default=5, help="seconds after the last answer")
+    parser.add_argument("--runs", type=int, default=1, help="crowds of each file, one by one")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as work, served() as server:
-        for name, (width, height) in {"8K": (7680, 4320), "UHD": (3840, 2160)}.items():
+    settings = dict(setting.split("=", 1) for setting in options.env)
+    with tempfile.TemporaryDirectory() as work, served(**settings) as server:
+        for name, (width, height) in {"8K": (7680, 4320), "4K": (4096, 2160)}.items():
             path = black_video(
                 Path(work) / f"{name}.mp4", width=width, height=height, frames=options.frames
             )
             content = path.read_bytes()
-            result = crowd(server, content, options.uploads, options.settle)
-            codes = collections.Counter(code for code, _ in result["answers"])
-            slowest = max(took for _, took in result["answers"])
-            print(
-                f"{name} ({len(content) / 1024:.0f} KB, {options.frames} frames) x"
-                f"{options.uploads}: RSS baseline {result['baseline']:.0f} MB, peak "
-                f"{result['peak']:.0f} MB, {options.settle:g} s after {result['after']:.0f} MB; "
-                f"answers {dict(codes)}, the last after {slowest:.1f} s"
-            )
+            for _ in range(options.runs):
+                result = crowd(server, content, options.uploads, options.settle)
+                codes = collections.Counter(code for code, _ in result["answers"])
+                slowest = max(took for _, took in result["answers"])
+                print(
+                    f"{name} ({len(content) / 1024:.0f} KB, {options.frames} frames) x"
+                    f"{options.uploads}: RSS baseline {result['baseline']:.0f} MB, peak "
+                    f"{result['peak']:.0f} MB, {options.settle:g} s after "
+                    f"{result['after']:.0f} MB; answers {dict(codes)}, the last after "
+                    f"{slowest:.1f} s",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
