@@ -25,7 +25,6 @@ mask signs where the reference's logit is clearly away from zero (``|logit| >= -
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import tempfile
@@ -40,13 +39,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.sam2_speed import DrawnFrames, model_inputs
 from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options
 
-CONFIGS = {"2.1": "configs/sam2.1/sam2.1_hiera_t.yaml", "2.0": "configs/sam2/sam2_hiera_t.yaml"}
+CONFIGS = {
+    "2.1": "configs/sam2.1/sam2.1_hiera_t.yaml",
+    "2.0": "configs/sam2/sam2_hiera_t.yaml",
+    "edgetam": "configs/edgetam.yaml",
+}
+# EdgeTAM's predictor is SAM 2's of before December 2024: one memory bank for all objects, so
+# that an object clicked on a frame gives every other object a conditioning frame there (an
+# empty one if it had no result there). This engine keeps each object's own, as SAM 2's current
+# predictor does; the two agree where that makes no difference: one object, or objects clicked
+# on the same frames ("two" and "mask" differ there by design).
+DEFAULT_SCENARIOS = {False: "one,two,batch,mask", True: "one,correction,batch"}
 WIDTH, HEIGHT = 480, 360
 LOGIT_SCALE = 30.0
 
 
 def official_predictor(version: str, device: torch.device, checkpoint: Path | None):
     from sam2.build_sam import build_sam2_video_predictor
+
+    if version == "edgetam":
+        edgetam_prepared()
 
     overrides = [
         # the demo's settings (what `apply_postprocessing` sets), holes left unfilled on both
@@ -67,10 +79,42 @@ def official_predictor(version: str, device: torch.device, checkpoint: Path | No
     )
 
 
+def edgetam_prepared() -> None:
+    """EdgeTAM's reference, as its package builds it, with two changes: its timm trunk is made
+    without downloading ImageNet weights (random ones are loaded over them anyway), and its
+    perceiver compresses the memories of several objects one object at a time. Its own code
+    reshapes the batch of 2D latents with ``view`` after ``expand``, which raises as soon as two
+    objects are tracked together (facebookresearch/EdgeTAM issue 15); run per object, it
+    computes what that line computes with ``reshape`` in place of ``view``, the issue's fix."""
+    import sam2.modeling.backbones.timm as timm_backbone
+    from sam2.modeling.perceiver import PerceiverResampler
+
+    create = timm_backbone.create_model
+    timm_backbone.create_model = lambda *args, **kwargs: create(
+        *args, **{**kwargs, "pretrained": False}
+    )
+    if getattr(PerceiverResampler, "per_object", False):
+        return
+    forward_2d = PerceiverResampler.forward_2d
+
+    def per_object(self, x):
+        parts = [forward_2d(self, x[i : i + 1]) for i in range(x.shape[0])]
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+    PerceiverResampler.forward_2d = per_object
+    PerceiverResampler.per_object = True
+
+
 def random_official_checkpoint(version: str, path: Path) -> Path:
     torch.manual_seed(0)
     model = official_predictor(version, torch.device("cpu"), None)
     with torch.no_grad():
+        for norm in model.modules():  # EdgeTAM's trunk: batch norms with statistics to fold
+            if isinstance(norm, torch.nn.BatchNorm2d):
+                norm.running_mean.normal_(0, 0.1)
+                norm.running_var.uniform_(0.5, 1.5)
+                norm.weight.normal_(1, 0.1)
+                norm.bias.normal_(0, 0.1)
         model.sam_mask_decoder.pred_obj_score_head.layers[-1].bias.fill_(2.0)
         # logits of trained-model size (|logit| up to ~10s, not ~0.4), so that the mask signs
         # mean something where the bfloat16 comparison counts them
@@ -86,13 +130,13 @@ def float_memories(predictor) -> None:
     them to it as float32, as it does itself then."""
     forward = predictor.memory_attention.forward
 
-    def patched(curr, memory, curr_pos=None, memory_pos=None, num_obj_ptr_tokens=0):
+    def patched(curr, memory, curr_pos=None, memory_pos=None, **kwargs):
         return forward(
             curr=curr,
             memory=memory.float(),
             curr_pos=curr_pos,
             memory_pos=memory_pos.float(),
-            num_obj_ptr_tokens=num_obj_ptr_tokens,
+            **kwargs,
         )
 
     predictor.memory_attention.forward = patched
@@ -176,6 +220,15 @@ def scenario_two_frames(pair: Pair, frames: DrawnFrames, count: int) -> None:
     pair.propagate(0, False, count, "after correction")
 
 
+def scenario_correction(pair: Pair, frames: DrawnFrames, count: int) -> None:
+    pair.click(0, 1, [frames.centre(0, 0)], [1])
+    pair.propagate(0, False, count, "forward")
+    pair.propagate(3, True, 4, "backward")
+    x, y = frames.centre(5, 0)
+    pair.click(5, 1, [frames.centre(5, 0), (x + frames.radius // 2, y)], [1, 0])
+    pair.propagate(0, False, count, "after correction")
+
+
 def scenario_mask(pair: Pair, frames: DrawnFrames, count: int) -> None:
     pair.add_mask(0, 1, frames.disc_mask(0, 0))
     pair.click(0, 2, [frames.centre(0, 2)], [1])
@@ -228,10 +281,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--precision", default="bfloat16", choices=["bfloat16", "float32"])
+    parser.add_argument(
+        "--ours", default="", help="our precision (auto, float32, bfloat16); default: --precision"
+    )
     parser.add_argument("--version", default="2.1", choices=list(CONFIGS))
     parser.add_argument("--frames", type=int, default=8)
     parser.add_argument("--margin", type=float, default=1.0)
-    parser.add_argument("--scenarios", default="one,two,batch,mask")
+    parser.add_argument("--scenarios", default="")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -243,12 +299,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         checkpoint = random_official_checkpoint(args.version, Path(folder) / "official.pt")
         predictor = official_predictor(args.version, device, checkpoint)
-        engine = Sam2Engine(
-            Sam2Options(checkpoint=str(checkpoint), device=args.device, fill_hole_area=0)
+        options = Sam2Options(
+            checkpoint=str(checkpoint),
+            device=args.device,
+            fill_hole_area=0,
+            precision=args.ours or args.precision,
         )
+        engine = Sam2Engine(options)
     if not low:
         float_memories(predictor)
-        engine.autocast = lambda: contextlib.nullcontext()
         torch.backends.cuda.matmul.allow_tf32 = False  # the engine turns it on for CUDA
         torch.backends.cudnn.allow_tf32 = False
     images = model_inputs(frames, device, predictor.image_size)
@@ -258,10 +317,12 @@ def main() -> None:
         chosen = {
             "one": scenario_one_object,
             "two": scenario_two_frames,
+            "correction": scenario_correction,
             "batch": scenario_batch,
             "mask": scenario_mask,
         }
-        for run in [chosen[name] for name in args.scenarios.split(",")]:
+        names = args.scenarios or DEFAULT_SCENARIOS[args.version == "edgetam"]
+        for run in [chosen[name] for name in names.split(",")]:
             pair = Pair(engine, predictor, images, frames)
             run(pair, frames, args.frames)
             compared += pair.compared
@@ -269,6 +330,7 @@ def main() -> None:
     result = summary(compared, args.margin)
     result.update(
         precision=args.precision,
+        ours=engine.describe(),
         version=args.version,
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         torch=torch.__version__,

@@ -171,7 +171,8 @@ SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
 # SAM2_CHECKPOINT=tiny (a size, or an official file's stem) finds them.
 SAM2_MODELS_DIR = Path(env_str("SAM2_MODELS_DIR", "") or VAR_DIR / "models").resolve()
 if SEGMENTATION_ENGINE == "sam2":
-    # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_COMPILE, SAM2_COMPILE_MODE;
+    # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_PRECISION, SAM2_COMPILE,
+    # SAM2_COMPILE_MODE;
     # SEGMENTATION_ENGINE_OPTIONS wins.
     SEGMENTATION_ENGINE_OPTIONS = {
         "models_dir": str(SAM2_MODELS_DIR),
@@ -180,6 +181,7 @@ if SEGMENTATION_ENGINE == "sam2":
                 "SAM2_CHECKPOINT": "checkpoint",
                 "SAM2_MODEL_SIZE": "model_size",
                 "SAM2_DEVICE": "device",
+                "SAM2_PRECISION": "precision",
                 "SAM2_COMPILE": "compile",
                 "SAM2_COMPILE_MODE": "compile_mode",
             }

@@ -28,8 +28,9 @@ class CheckpointError(ValueError):
 
 
 def checkpoint_load(path: Path, *, model_size: str = "") -> Sam2Model:
-    """The model in ``path``, on the CPU, in eval mode. ``model_size`` (an official name such as
-    ``sam2.1_hiera_small``, or ``tiny`` ... ``large``) overrides what the file says."""
+    """The model in ``path``, on the CPU, in eval mode, its norms folded for inference.
+    ``model_size`` (an official name such as ``sam2.1_hiera_small``, ``tiny`` ... ``large``, or
+    ``edgetam``) overrides what the file says."""
     path = Path(path)
     content = _read(path)
     state = content.get("model", content) if isinstance(content, Mapping) else None
@@ -41,7 +42,8 @@ def checkpoint_load(path: Path, *, model_size: str = "") -> Sam2Model:
     model = Sam2Model(config)
     _check_fit(path, model.state_dict(), state)
     model.load_state_dict(state)
-    return model.eval()
+    model.eval().fold_norms()
+    return model
 
 
 def checkpoint_save(model: Sam2Model, path: Path) -> None:
@@ -82,7 +84,8 @@ def _config(
     name = size_infer(state)
     if name is None:
         raise CheckpointError(
-            f"{path.name}: its weights match no SAM 2 model size; name one with SAM2_MODEL_SIZE"
+            f"{path.name}: its weights match no SAM 2 model size nor EdgeTAM; "
+            "name one with SAM2_MODEL_SIZE"
         )
     return size_config(name)
 

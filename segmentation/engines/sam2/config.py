@@ -1,8 +1,11 @@
-"""SAM 2's model sizes, defined in Python, and how to tell a checkpoint's size from its weights.
+"""SAM 2's model sizes and EdgeTAM, defined in Python, and how to tell a checkpoint's model from
+its weights.
 
 The four sizes (tiny, small, base_plus, large) differ only in the Hiera trunk. SAM 2.1 adds three
 things over SAM 2.0, all visible in the weights: a learned "no object" memory embedding and a
-projected, signed temporal encoding of the object pointers.
+projected, signed temporal encoding of the object pointers. EdgeTAM is SAM 2.0's design with a
+RepViT-M1 trunk, a perceiver that compresses each memory to 512 tokens, and a memory attention
+of 2 layers in place of 4.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class ModelConfig:
     decoder_heads: int = 8
     num_maskmem: int = 7  # the conditioning frame and six previous ones
     max_obj_ptrs: int = 16
+    backbone: str = "hiera"  # or "repvit_m1" (EdgeTAM; ``trunk`` is then unused)
+    perceiver_latents: int = 0  # EdgeTAM: 256 global + 256 on a grid per memory; 0: none
 
     @property
     def signed_pointer_positions(self) -> bool:
@@ -48,6 +53,10 @@ class ModelConfig:
     @property
     def feature_size(self) -> int:
         return self.image_size // 16
+
+    @property
+    def family(self) -> str:
+        return "EdgeTAM" if self.backbone == "repvit_m1" else f"SAM {self.version}"
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -85,6 +94,8 @@ MODEL_SIZES = {
     for name, trunk in TRUNKS.items()
     for prefix, version in (("sam2.1", "2.1"), ("sam2", "2.0"))
 }
+EDGETAM = ModelConfig(version="2.0", memory_layers=2, backbone="repvit_m1", perceiver_latents=256)
+MODEL_SIZES["edgetam"] = EDGETAM
 SIZE_ALIASES = {name: f"sam2.1_hiera_{name}" for name in TRUNKS}
 
 
@@ -95,7 +106,12 @@ def size_config(name: str) -> ModelConfig:
 
 
 def size_infer(state: Mapping[str, torch.Tensor]) -> str | None:
-    """The official size whose shapes these weights have, or ``None``."""
+    """The official model whose shapes these weights have, or ``None``."""
+    if (
+        "image_encoder.trunk.body.stem.conv1.c.weight" in state
+        and "spatial_perceiver.latents" in state
+    ):
+        return "edgetam"
     embed = state.get("image_encoder.trunk.pos_embed")
     if embed is None:
         return None
@@ -104,7 +120,8 @@ def size_infer(state: Mapping[str, torch.Tensor]) -> str | None:
     for name, config in MODEL_SIZES.items():
         trunk = config.trunk
         if (
-            config.version == version
+            config.backbone == "hiera"
+            and config.version == version
             and trunk.embed_dim == embed.shape[1]
             and tuple(embed.shape[2:]) == trunk.background_size
             and sum(trunk.stages) == len(blocks)

@@ -5,8 +5,9 @@ frames are decoded by the :class:`FrameSource` (itself a bounded cache) when nee
 image features kept in a small LRU cache, so opening a long video costs nothing and memory stays
 flat while it propagates. While it propagates, the next frame is decoded and preprocessed in the
 background, and each frame's masks are finished in another thread while the next frame runs
-(:mod:`.pipeline`): the thread that launches the model's kernels does little else. On CUDA the
-model runs under bfloat16 autocast with TF32 matrix products, as SAM 2's demo does.
+(:mod:`.pipeline`): the thread that launches the model's kernels does little else. The model runs
+under bfloat16 autocast where the hardware computes it natively (CUDA, with TF32 matrix products
+as SAM 2's demo does; CPUs with AMX or AVX-512 BF16), in float32 elsewhere (:mod:`.precision`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from segmentation.engines.sam2.config import MODEL_SIZES, SIZE_ALIASES
 from segmentation.engines.sam2.holes import MAX_AREA as HOLE_AREA_LIMIT
 from segmentation.engines.sam2.model import FrameFeatures, Sam2Model
 from segmentation.engines.sam2.pipeline import FramesAhead, MasksBehind
+from segmentation.engines.sam2.precision import CHOICES as PRECISION_CHOICES
+from segmentation.engines.sam2.precision import precision_choose, precision_name
 from segmentation.engines.sam2.tracker import Tracker
 
 T = TypeVar("T")
@@ -46,6 +49,7 @@ class Sam2Options(EngineOptions):
     models_dir: str = ""  # where `manage.py sam2_weights fetch` puts the official files
     model_size: str = ""  # empty: read from the checkpoint
     device: str = "auto"  # auto: cuda, then mps, then cpu (also cuda:1 and the like)
+    precision: str = "auto"  # auto, float32, bfloat16 (precision.py: auto is the hardware's)
     compile: bool = False  # torch.compile the model's parts (about a minute before the first frame)
     compile_mode: str = "reduce-overhead"  # torch.compile's mode; this one runs CUDA graphs
     feature_cache: int = 4  # frames whose image features a session keeps
@@ -61,6 +65,9 @@ class Sam2Options(EngineOptions):
         kind = self.device.split(":")[0]
         if kind not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.precision not in PRECISION_CHOICES:
+            known = ", ".join(PRECISION_CHOICES)
+            raise ValueError(f"precision must be one of {known}, got {self.precision!r}")
         if self.compile_mode not in COMPILE_MODES:
             known = ", ".join(COMPILE_MODES)
             raise ValueError(f"compile_mode must be one of {known}, got {self.compile_mode!r}")
@@ -135,6 +142,7 @@ class Sam2Engine(Engine):
         self.device = device_choose(self.options.device)
         model = checkpoint_load(self.options.checkpoint_path, model_size=self.options.model_size)
         self.model: Sam2Model = model.to(self.device)
+        self.dtype = precision_choose(self.options.precision, self.device)
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
@@ -143,21 +151,24 @@ class Sam2Engine(Engine):
             self.encode = model_compile(self.model, self.options.compile_mode)
 
     def describe(self) -> str:
-        """``SAM 2.1 base_plus on cuda:0``; a model of no official size is ``custom``."""
+        """``SAM 2.1 base_plus on cuda:0 (bfloat16)``, ``EdgeTAM on cpu (float32)``; a SAM 2
+        model of no official size is ``custom``."""
         config = self.model.config
-        stem = next((name for name, known in MODEL_SIZES.items() if known == config), "")
-        size = stem.partition("_hiera_")[2] or "custom"
+        name = config.family
+        if config.backbone == "hiera":
+            stem = next((name for name, known in MODEL_SIZES.items() if known == config), "")
+            name += " " + (stem.partition("_hiera_")[2] or "custom")
         device = self.device
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
-        return f"SAM {config.version} {size} on {device}"
+        return f"{name} on {device} ({precision_name(self.dtype)})"
 
     def open(self, frames: FrameSource) -> Sam2VideoState:
         return Sam2VideoState(frames, self)
 
     def autocast(self) -> torch.autocast:
-        enabled = self.device.type == "cuda"
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled)
+        enabled = self.dtype != torch.float32
+        return torch.autocast(self.device.type, dtype=self.dtype, enabled=enabled)
 
 
 class Sam2VideoState(VideoState):

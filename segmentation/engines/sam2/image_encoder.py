@@ -1,5 +1,6 @@
 """The image encoder: a Hiera backbone (windowed attention, pooled queries between its four
-stages) and a feature-pyramid neck that brings every stage to the model width.
+stages; EdgeTAM's RepViT in its place, :mod:`.repvit`) and a feature-pyramid neck that brings
+every stage to the model width.
 
 The encoder returns the stride-4, stride-8 and stride-16 maps; the stride-32 map only feeds the
 stride-16 one from above and is then dropped.
@@ -181,10 +182,13 @@ class FpnNeck(nn.Module):
 
 
 class ImageEncoder(nn.Module):
-    def __init__(self, trunk: TrunkConfig, d_model: int) -> None:
+    """A trunk (Hiera, or EdgeTAM's RepViT: any module with ``channels`` that returns its four
+    stages' maps) and the neck."""
+
+    def __init__(self, trunk: nn.Module, d_model: int) -> None:
         super().__init__()
-        self.trunk = Hiera(trunk)
-        self.neck = FpnNeck(d_model, self.trunk.channels)
+        self.trunk = trunk
+        self.neck = FpnNeck(d_model, trunk.channels)
 
     def forward(self, images: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Feature maps at strides 4, 8 and 16 and their position encodings."""

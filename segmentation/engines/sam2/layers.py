@@ -100,25 +100,32 @@ class Attention(nn.Module):
 class RoPEAttention(Attention):
     """Attention with 2D axial rotary position encoding over a square grid of queries.
 
-    The keys may hold several grids of the queries' size one after another (memory frames, with
-    ``repeat_keys``), followed by ``keys_without_rope`` tokens that are not rotated (object
-    pointers).
+    The keys are either the queries' own grid, or (``repeat_keys``) several memories one after
+    another, each ``key_prefix`` unrotated tokens then a ``key_grid`` x ``key_grid`` rotated
+    grid (SAM 2: no prefix, the queries' grid; EdgeTAM: 256 global latents, then 16 x 16),
+    followed by ``keys_without_rope`` tokens that are not rotated (object pointers).
     """
 
     def __init__(
         self,
         *args: object,
         grid: int,
+        key_grid: int | None = None,
+        key_prefix: int = 0,
         rope_theta: float = 10000.0,
         repeat_keys: bool = False,
         **kwargs: object,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.repeat_keys = repeat_keys
+        self.key_prefix = key_prefix
         head_width = self.q_proj.out_features // self.num_heads
         # made once, outside any compiled graph; not part of the checkpoints
         rotation = axial_rotation(head_width, grid, grid, rope_theta)
         self.register_buffer("rotation", rotation, persistent=False)
+        key_grid = key_grid or grid
+        key_rotation = axial_rotation(head_width, key_grid, key_grid, rope_theta)
+        self.register_buffer("key_rotation", key_rotation, persistent=False)
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys_without_rope: int = 0
@@ -126,21 +133,28 @@ class RoPEAttention(Attention):
         q = self._heads(self.q_proj(q))
         k = self._heads(self.k_proj(k))
         v = self._heads(self.v_proj(v))
-        rotation = self.rotation
-        if q.shape[-2] != rotation.shape[0]:
+        if q.shape[-2] != self.rotation.shape[0]:
             raise ValueError(
-                f"rotary encoding made for {rotation.shape[0]} tokens, got {q.shape[-2]}"
+                f"rotary encoding made for {self.rotation.shape[0]} tokens, got {q.shape[-2]}"
             )
         rotated = k.shape[-2] - keys_without_rope
         if rotated != q.shape[-2] and not self.repeat_keys:
             raise ValueError("keys differ in length from the queries")
-        q = rotate(q, rotation)
+        q = rotate(q, self.rotation)
         if rotated > 0:
-            repeats = rotated // q.shape[-2]
-            k = torch.cat(
-                [rotate(k[:, :, :rotated], rotation.repeat(repeats, 1)), k[:, :, rotated:]], dim=2
-            )
+            k = torch.cat([self._keys_rotated(k[:, :, :rotated]), k[:, :, rotated:]], dim=2)
         return self._attend(q, k, v)
+
+    def _keys_rotated(self, k: torch.Tensor) -> torch.Tensor:
+        batch, heads, tokens, width = k.shape
+        per_memory = self.key_prefix + self.key_rotation.shape[0]
+        if tokens % per_memory:
+            raise ValueError(f"{tokens} keys are not whole memories of {per_memory} tokens")
+        k = k.reshape(batch, heads, tokens // per_memory, per_memory, width)
+        grid = rotate(k[..., self.key_prefix :, :], self.key_rotation)  # broadcast over memories
+        if self.key_prefix:
+            grid = torch.cat([k[..., : self.key_prefix, :], grid], dim=-2)
+        return grid.reshape(batch, heads, tokens, width)
 
 
 def axial_rotation(width: int, grid_x: int, grid_y: int, theta: float) -> torch.Tensor:

@@ -4,11 +4,26 @@ attention that conditions a new frame's features on the memories and object poin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from segmentation.engines.sam2.layers import LayerNorm2d, RoPEAttention, SinePositionGrid
+
+
+@dataclass(frozen=True)
+class MemoryLayout:
+    """The tokens of one memory: ``prefix`` tokens without a position, then a ``grid`` x
+    ``grid`` map (SAM 2: the frame's feature map; EdgeTAM: its perceiver's latents)."""
+
+    prefix: int
+    grid: int
+
+    @property
+    def tokens(self) -> int:
+        return self.prefix + self.grid * self.grid
 
 
 class MaskDownSampler(nn.Module):
@@ -78,11 +93,19 @@ class MemoryEncoder(nn.Module):
 
 
 class MemoryAttentionLayer(nn.Module):
-    def __init__(self, d_model: int, mem_dim: int, feedforward: int, grid: int) -> None:
+    def __init__(
+        self, d_model: int, mem_dim: int, feedforward: int, grid: int, memory_layout: MemoryLayout
+    ) -> None:
         super().__init__()
         self.self_attn = RoPEAttention(d_model, 1, grid=grid)
         self.cross_attn_image = RoPEAttention(
-            d_model, 1, grid=grid, kv_in_dim=mem_dim, repeat_keys=True
+            d_model,
+            1,
+            grid=grid,
+            key_grid=memory_layout.grid,
+            key_prefix=memory_layout.prefix,
+            kv_in_dim=mem_dim,
+            repeat_keys=True,
         )
         self.linear1 = nn.Linear(d_model, feedforward)
         self.linear2 = nn.Linear(feedforward, d_model)
@@ -103,12 +126,22 @@ class MemoryAttentionLayer(nn.Module):
 
 class MemoryAttention(nn.Module):
     """Batch-first: the current frame's ``B x HW x C`` tokens (a ``grid x grid`` map) attend to
-    ``B x M x mem_dim`` memory tokens, of which the last ``pointers`` are object pointers."""
+    ``B x M x mem_dim`` memory tokens (whole memories laid out as ``memory_layout`` says),
+    followed by ``pointers`` object-pointer tokens."""
 
-    def __init__(self, d_model: int, mem_dim: int, feedforward: int, depth: int, grid: int) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        mem_dim: int,
+        feedforward: int,
+        depth: int,
+        grid: int,
+        memory_layout: MemoryLayout,
+    ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
-            MemoryAttentionLayer(d_model, mem_dim, feedforward, grid) for _ in range(depth)
+            MemoryAttentionLayer(d_model, mem_dim, feedforward, grid, memory_layout)
+            for _ in range(depth)
         )
         self.norm = nn.LayerNorm(d_model)
 

@@ -21,10 +21,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from segmentation.engines.sam2.config import ModelConfig
-from segmentation.engines.sam2.image_encoder import ImageEncoder
+from segmentation.engines.sam2.image_encoder import Hiera, ImageEncoder
 from segmentation.engines.sam2.layers import MLP, sine_1d
 from segmentation.engines.sam2.mask_decoder import LABEL_PADDING, MaskDecoder, PromptEncoder
-from segmentation.engines.sam2.memory import MemoryAttention, MemoryEncoder
+from segmentation.engines.sam2.memory import MemoryAttention, MemoryEncoder, MemoryLayout
+from segmentation.engines.sam2.perceiver import SpatialPerceiver
+from segmentation.engines.sam2.repvit import RepViTTrunk, repvit_fold
 
 NO_OBJECT_LOGIT = -1024.0  # the mask logits of an object judged absent from the frame
 MEMORY_MASK_SCALE, MEMORY_MASK_BIAS = 20.0, -10.0  # masks enter the memory encoder in [-10, 10]
@@ -57,9 +59,16 @@ class Sam2Model(nn.Module):
         d, mem = config.d_model, config.mem_dim
         if d % mem:
             raise ValueError(f"the memory width {mem} must divide the model width {d}")
-        self.image_encoder = ImageEncoder(config.trunk, d)
+        trunk = RepViTTrunk() if config.backbone == "repvit_m1" else Hiera(config.trunk)
+        self.image_encoder = ImageEncoder(trunk, d)
+        self.spatial_perceiver: SpatialPerceiver | None = None
+        layout = MemoryLayout(prefix=0, grid=config.feature_size)
+        if config.perceiver_latents:
+            self.spatial_perceiver = SpatialPerceiver(mem, latents=config.perceiver_latents)
+            layout = MemoryLayout(self.spatial_perceiver.global_tokens, self.spatial_perceiver.grid)
+        self.memory_layout = layout
         self.memory_attention = MemoryAttention(
-            d, mem, config.memory_feedforward, config.memory_layers, config.feature_size
+            d, mem, config.memory_feedforward, config.memory_layers, config.feature_size, layout
         )
         self.memory_encoder = MemoryEncoder(d, mem)
         self.sam_prompt_encoder = PromptEncoder(d, config.feature_size, config.image_size)
@@ -86,6 +95,12 @@ class Sam2Model(nn.Module):
             if parameter is not None:
                 nn.init.trunc_normal_(parameter, std=0.02)
 
+    def fold_norms(self) -> None:
+        """For inference: fold the trunk's batch norms into its convolutions (EdgeTAM's RepViT;
+        Hiera has none). The state dict no longer matches the checkpoint's afterwards."""
+        if isinstance(self.image_encoder.trunk, RepViTTrunk):
+            repvit_fold(self.image_encoder.trunk)
+
     @property
     def device(self) -> torch.device:
         return self.no_obj_ptr.device
@@ -97,11 +112,13 @@ class Sam2Model(nn.Module):
             decoder.conv_s0(features[0]), decoder.conv_s1(features[1]), features[2], positions[2]
         )
 
-    def memory_position(self, height: int, width: int) -> torch.Tensor:
-        """The memories' spatial position encoding, ``1 x mem_dim x h x w`` (the same for every
-        memory)."""
-        probe = torch.empty(1, 1, height, width, device=self.device)
-        return self.memory_encoder.position_encoding(probe).float()
+    def memory_position(self) -> torch.Tensor:
+        """Every memory's position encoding, ``1 x tokens x mem_dim`` (the same for all)."""
+        if self.spatial_perceiver is not None:
+            return self.spatial_perceiver.position(torch.float32)
+        size = self.config.feature_size
+        probe = torch.empty(1, 1, size, size, device=self.device)
+        return self.memory_encoder.position_encoding(probe).flatten(2).transpose(1, 2).float()
 
     def condition(
         self,
@@ -110,7 +127,7 @@ class Sam2Model(nn.Module):
         pointers: Sequence[tuple[int, torch.Tensor]],
         pointer_span: int,
     ) -> torch.Tensor:
-        """The top features after attending to ``memories`` (``(age slot, B x mem x h x w)``:
+        """The top features after attending to ``memories`` (``(age slot, B x tokens x mem)``:
         slot 0 for prompted frames, 1..6 for the frames 6..1 before) and ``pointers``
         (``(signed frame distance, B x C)``); with neither, the "no memory" embedding is added
         instead (a first prompted frame)."""
@@ -119,10 +136,10 @@ class Sam2Model(nn.Module):
         if not memories and not pointers:
             return top + self.no_mem_embed.view(1, channels, 1, 1)
         mem = self.config.mem_dim
-        spatial = self.memory_position(height, width).flatten(2).transpose(1, 2)
+        spatial = self.memory_position()
         tokens, positions = [], []
         for slot, memory in memories:
-            tokens.append(memory.flatten(2).transpose(1, 2).float())
+            tokens.append(memory.float())
             age = self.maskmem_tpos_enc[self.config.num_maskmem - slot - 1]
             positions.append((spatial + age).expand(batch, -1, -1))
         pointer_tokens = 0
@@ -217,15 +234,17 @@ class Sam2Model(nn.Module):
         object_score: torch.Tensor,
         from_clicks: bool,
     ) -> torch.Tensor:
-        """The memory of a frame (``B x mem x h x w``) from its unconditioned top features and
+        """The memory of a frame (``B x tokens x mem``) from its unconditioned top features and
         its mask logits (any size; binarized when they came from clicks, so the memory holds
         exactly what the user saw)."""
         size = self.config.image_size
         logits = F.interpolate(mask_logits, (size, size), mode="bilinear", align_corners=False)
         mask = (logits > 0).float() if from_clicks else torch.sigmoid(logits)
         mask = mask * MEMORY_MASK_SCALE + MEMORY_MASK_BIAS
-        memory, _ = self.memory_encoder(features.top, mask)
+        memory, position = self.memory_encoder(features.top, mask)
         if self.no_obj_embed_spatial is not None:
             absent = 1 - (object_score > 0).float()
             memory = memory + absent[..., None, None] * self.no_obj_embed_spatial[..., None, None]
-        return memory
+        if self.spatial_perceiver is not None:
+            return self.spatial_perceiver(memory, position)[0]
+        return memory.flatten(2).transpose(1, 2)

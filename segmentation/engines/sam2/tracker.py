@@ -40,7 +40,7 @@ class FrameOutput:
     mask_logits: torch.Tensor  # 1 x 1 x S/4 x S/4, float32
     pointer: torch.Tensor  # 1 x C
     score: torch.Tensor  # 1 x 1
-    memory: torch.Tensor | None = None  # 1 x mem x h x w, bfloat16
+    memory: torch.Tensor | None = None  # 1 x tokens x mem, bfloat16
 
     def to(self, device: torch.device) -> FrameOutput:
         memory = self.memory.to(device, non_blocking=True) if self.memory is not None else None

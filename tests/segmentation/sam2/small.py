@@ -3,6 +3,7 @@ the width and depth, at 128x128 pixels."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -38,6 +39,13 @@ def small_model(seed: int = 0, config: ModelConfig = SMALL) -> Sam2Model:
     return model
 
 
-def small_checkpoint(path: Path, seed: int = 0) -> Path:
-    checkpoint_save(small_model(seed), path)
+def small_checkpoint(path: Path, seed: int = 0, config: ModelConfig = SMALL) -> Path:
+    checkpoint_save(small_model(seed, config), path)
     return path
+
+
+# EdgeTAM's parts around its fixed RepViT trunk, narrowed; 256 pixels, so that the memories'
+# 16 x 16 map is the perceiver's grid.
+SMALL_EDGETAM = dataclasses.replace(
+    SMALL, version="2.0", image_size=256, backbone="repvit_m1", perceiver_latents=16
+)

@@ -29,6 +29,7 @@ PARAMETERS = {
     "sam2_hiera_small": 46_043_842,
     "sam2_hiera_base_plus": 80_833_666,
     "sam2_hiera_large": 224_430_130,
+    "edgetam": 13_895_794,  # as EdgeTAM's own predictor counts its parameters
 }
 
 
@@ -60,6 +61,65 @@ def test_official_key_layout() -> None:
         "no_obj_embed_spatial": (1, 64),
     }
     assert {key: tuple(state[key].shape) for key in shapes} == shapes
+
+
+def test_edgetam_key_layout() -> None:
+    with torch.device("meta"):
+        state = Sam2Model(MODEL_SIZES["edgetam"]).state_dict()
+
+    assert len(state) == 982  # what EdgeTAM's predictor's state dict holds, timm's keys included
+    shapes = {
+        "image_encoder.trunk.body.stem.conv1.c.weight": (24, 3, 3, 3),
+        "image_encoder.trunk.body.stages_0.blocks.0.se.fc1.weight": (16, 48, 1, 1),
+        "image_encoder.trunk.body.stages_2.blocks.13.token_mixer.conv1.bn.running_var": (192,),
+        "image_encoder.trunk.body.stages_3.downsample.channel_downsample.c.weight": (
+            384,
+            192,
+            1,
+            1,
+        ),
+        "image_encoder.neck.convs.0.conv.weight": (256, 384, 1, 1),
+        "memory_attention.layers.1.cross_attn_image.k_proj.weight": (256, 64),
+        "spatial_perceiver.latents": (256, 64),
+        "spatial_perceiver.latents_2d": (256, 64),
+        "spatial_perceiver.layers.1.attn.to_kv.weight": (128, 64),
+        "spatial_perceiver.layers.1.self_ff.3.weight": (64, 256),
+        "maskmem_tpos_enc": (7, 1, 1, 64),
+    }
+    assert {key: tuple(state[key].shape) for key in shapes} == shapes
+    assert "memory_attention.layers.2.norm1.weight" not in state
+    assert "no_obj_embed_spatial" not in state
+
+
+def test_edgetam_norms_fold_into_the_same_function() -> None:
+    # given EdgeTAM's trunk with trained-looking batch-norm statistics
+    torch.manual_seed(0)
+    model = Sam2Model(MODEL_SIZES["edgetam"]).eval()
+    trunk = model.image_encoder.trunk
+    for norm in trunk.modules():
+        if isinstance(norm, torch.nn.BatchNorm2d):
+            norm.running_mean.normal_(0, 0.1)
+            norm.running_var.uniform_(0.5, 1.5)
+            norm.weight.data.normal_(1, 0.1)
+            norm.bias.data.normal_(0, 0.1)
+    image = torch.randn(1, 3, 128, 128)
+    with torch.inference_mode():
+        before = trunk(image)
+
+    # when
+    model.fold_norms()
+
+    # then no norm is left, and every stage computes what it did
+    with torch.inference_mode():
+        after = trunk(image)
+    assert [m for m in trunk.modules() if isinstance(m, torch.nn.BatchNorm2d)] == []
+    assert [tuple(t.shape) for t in after] == [
+        (1, 48, 32, 32),
+        (1, 96, 16, 16),
+        (1, 192, 8, 8),
+        (1, 384, 4, 4),
+    ]
+    assert max((a - b).abs().max().item() for a, b in zip(after, before, strict=True)) < 1e-4
 
 
 def test_checkpoint_round_trip(tmp_path: Path) -> None:
@@ -141,7 +201,7 @@ def test_unsized_weights_ask_for_a_model_size(tmp_path: Path) -> None:
         checkpoint_load(tmp_path / "mine.pt")
 
     assert str(error.value) == (
-        "mine.pt: its weights match no SAM 2 model size; name one with SAM2_MODEL_SIZE"
+        "mine.pt: its weights match no SAM 2 model size nor EdgeTAM; name one with SAM2_MODEL_SIZE"
     )
 
 

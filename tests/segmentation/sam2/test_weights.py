@@ -300,13 +300,17 @@ def test_fetched_by_name_the_server_segments_with_it(upstream: Upstream, tmp_pat
     assert "2.1  tiny       sam2.1_hiera_tiny.pt         156.0 MB  present" in listed.stdout
 
     # when the server starts with the checkpoint named by its size
-    settings = {"SEGMENTATION_ENGINE": "sam2", "SAM2_CHECKPOINT": "tiny"}
+    settings = {
+        "SEGMENTATION_ENGINE": "sam2",
+        "SAM2_CHECKPOINT": "tiny",
+        "SAM2_PRECISION": "float32",
+    }
     assert manage("migrate", "--noinput", env=project_env(var, **settings)).returncode == 0
     assert manage("import_videos", str(videos), env=project_env(var, **settings)).returncode == 0
     with running_server(var, **settings) as server:
         assert requests.get(f"{server}/healthz", timeout=10).json()["engine"] == "sam2"
         annotator = requests.get(f"{server}/annotate/", timeout=10).text
-        assert '">Engine: SAM 2.1 custom on cpu</span>' in annotator
+        assert '">Engine: SAM 2.1 custom on cpu (float32)</span>' in annotator
         session_id = start_session(server, "gallery/short.mp4")
         clicked = graphql(
             server,
