@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.sam2_speed import DrawnFrames, model_inputs
+from benchmarks.sam2_speed import DrawnFrames, edgetam_prepared, model_inputs
 from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options
 
 CONFIGS = {
@@ -77,32 +77,6 @@ def official_predictor(version: str, device: torch.device, checkpoint: Path | No
         apply_postprocessing=False,
         hydra_overrides_extra=overrides,
     )
-
-
-def edgetam_prepared() -> None:
-    """EdgeTAM's reference, as its package builds it, with two changes: its timm trunk is made
-    without downloading ImageNet weights (random ones are loaded over them anyway), and its
-    perceiver compresses the memories of several objects one object at a time. Its own code
-    reshapes the batch of 2D latents with ``view`` after ``expand``, which raises as soon as two
-    objects are tracked together (facebookresearch/EdgeTAM issue 15); run per object, it
-    computes what that line computes with ``reshape`` in place of ``view``, the issue's fix."""
-    import sam2.modeling.backbones.timm as timm_backbone
-    from sam2.modeling.perceiver import PerceiverResampler
-
-    create = timm_backbone.create_model
-    timm_backbone.create_model = lambda *args, **kwargs: create(
-        *args, **{**kwargs, "pretrained": False}
-    )
-    if getattr(PerceiverResampler, "per_object", False):
-        return
-    forward_2d = PerceiverResampler.forward_2d
-
-    def per_object(self, x):
-        parts = [forward_2d(self, x[i : i + 1]) for i in range(x.shape[0])]
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-
-    PerceiverResampler.forward_2d = per_object
-    PerceiverResampler.per_object = True
 
 
 def random_official_checkpoint(version: str, path: Path) -> Path:

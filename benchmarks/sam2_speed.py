@@ -53,12 +53,15 @@ from segmentation.engines.sam2.config import size_config
 from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options, device_choose
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.engines.sam2.pipeline import IMAGE_MEAN, IMAGE_STD
+from segmentation.engines.sam2.precision import CHOICES as PRECISION_CHOICES
+from segmentation.engines.sam2.precision import precision_choose, precision_name
 
 OFFICIAL_CONFIGS = {
     "tiny": "configs/sam2.1/sam2.1_hiera_t.yaml",
     "small": "configs/sam2.1/sam2.1_hiera_s.yaml",
     "base_plus": "configs/sam2.1/sam2.1_hiera_b+.yaml",
     "large": "configs/sam2.1/sam2.1_hiera_l.yaml",
+    "edgetam": "configs/edgetam.yaml",  # from edgetam-dimos==1.0.1, also importable as sam2
 }
 COLOURS = [(220, 40, 40), (40, 200, 60), (50, 80, 230)]
 WARM_UP_FRAMES = 16
@@ -115,6 +118,32 @@ def random_checkpoint(size: str, path: Path) -> Path:
         model.sam_mask_decoder.pred_obj_score_head.layers[-1].bias.fill_(2.0)
     checkpoint_save(model, path)
     return path
+
+
+def edgetam_prepared() -> None:
+    """EdgeTAM's reference, as its package builds it, with two changes: its timm trunk is made
+    without downloading ImageNet weights (random ones are loaded over them anyway), and its
+    perceiver compresses the memories of several objects one object at a time. Its own code
+    reshapes the batch of 2D latents with ``view`` after ``expand``, which raises as soon as two
+    objects are tracked together (facebookresearch/EdgeTAM issue 15); run per object, it
+    computes what that line computes with ``reshape`` in place of ``view``, the issue's fix."""
+    import sam2.modeling.backbones.timm as timm_backbone
+    from sam2.modeling.perceiver import PerceiverResampler
+
+    if getattr(PerceiverResampler, "per_object", False):
+        return
+    create = timm_backbone.create_model
+    timm_backbone.create_model = lambda *args, **kwargs: create(
+        *args, **{**kwargs, "pretrained": False}
+    )
+    forward_2d = PerceiverResampler.forward_2d
+
+    def per_object(self, x):
+        parts = [forward_2d(self, x[i : i + 1]) for i in range(x.shape[0])]
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+    PerceiverResampler.forward_2d = per_object
+    PerceiverResampler.per_object = True
 
 
 def model_inputs(frames: DrawnFrames, device: torch.device, size: int) -> torch.Tensor:
@@ -229,6 +258,7 @@ def run_ours(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames) ->
     options = Sam2Options(
         checkpoint=str(checkpoint),
         device=args.device,
+        precision=args.precision,
         compile=args.compile,
         compile_mode=args.compile_mode,
     )
@@ -266,6 +296,7 @@ def run_ours(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames) ->
     result["memory_bank_mb_per_frame_object"] = _bank_mb(state) / (len(frames) * args.objects)
     result["samples"] = meter.samples
     result["device_name"] = device_name(engine.device)
+    result["precision"] = precision_name(engine.dtype)
     state.close()
     return result
 
@@ -288,14 +319,18 @@ def run_official(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    extra = {"vos_optimized": True} if args.compile else {}  # EdgeTAM's predictor has no such
+    if args.size == "edgetam":
+        edgetam_prepared()
     predictor = build_sam2_video_predictor(
-        OFFICIAL_CONFIGS[args.size], str(checkpoint), device=device, vos_optimized=args.compile
+        OFFICIAL_CONFIGS[args.size], str(checkpoint), device=device, **extra
     )
+    dtype = precision_choose(args.precision, device)
     meter = Meter(device, args.sample_every)
     meter.reset_peak()
     images = model_inputs(frames, device, predictor.image_size)
     official.load_video_frames = lambda **_: (images, frames.height, frames.width)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
     with autocast:
         state = predictor.init_state(video_path="drawn")
 
@@ -341,6 +376,7 @@ def run_official(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames
     result["peak_cuda_mb"] = meter.peak_mb()
     result["samples"] = meter.samples
     result["device_name"] = device_name(device)
+    result["precision"] = precision_name(dtype)
     return result
 
 
@@ -361,6 +397,7 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=1, choices=[1, 2, 3])
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=720)
+    parser.add_argument("--precision", default="auto", choices=PRECISION_CHOICES)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--compile-mode", default=Sam2Options.compile_mode)
     parser.add_argument("--passes", type=int, default=3, help="timed passes; the median counts")

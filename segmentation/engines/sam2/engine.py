@@ -26,6 +26,7 @@ import torch
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
 from segmentation.engines.frames import FrameSource
+from segmentation.engines.heap import heap_keep_tensors
 from segmentation.engines.sam2.catalogue import checkpoint_resolve
 from segmentation.engines.sam2.checkpoint import checkpoint_load
 from segmentation.engines.sam2.config import MODEL_SIZES, SIZE_ALIASES
@@ -143,6 +144,11 @@ class Sam2Engine(Engine):
         model = checkpoint_load(self.options.checkpoint_path, model_size=self.options.model_size)
         self.model: Sam2Model = model.to(self.device)
         self.dtype = precision_choose(self.options.precision, self.device)
+        if self.device.type == "cpu":
+            heap_keep_tensors()
+            self.model.channels_last()
+            if self.dtype != torch.float32:
+                self.model.weights_cast(self.dtype)
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True

@@ -82,7 +82,8 @@ class SqueezeExcite(nn.Module):
         self.fc2 = nn.Conv2d(hidden, dim, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = self.fc2(F.relu(self.fc1(x.mean((2, 3), keepdim=True))))
+        # pooling, not mean(): on channels-last maps it runs several times faster on the CPU
+        gate = self.fc2(F.relu(self.fc1(F.adaptive_avg_pool2d(x, 1))))
         return x * torch.sigmoid(gate)
 
 
