@@ -120,6 +120,7 @@ class Hiera(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, config.embed_dim, *config.background_size))
         window = config.window_spec[0]
         self.pos_embed_window = nn.Parameter(torch.zeros(1, config.embed_dim, window, window))
+        self._positions: dict[tuple, torch.Tensor] = {}
         dim, heads, stage = config.embed_dim, config.num_heads, 0
         blocks = []
         for index in range(sum(config.stages)):
@@ -135,10 +136,19 @@ class Hiera(nn.Module):
         self.channels = [self.blocks[end].dim_out for end in self.stage_ends]
 
     def _position(self, height: int, width: int) -> torch.Tensor:
-        background = F.interpolate(self.pos_embed, size=(height, width), mode="bicubic")
+        # the same for every frame: made once per size and weights (their versions count their
+        # in-place changes, as loading a state dict makes), not 27 ms of bicubic every frame
         window = self.pos_embed_window
+        key = (height, width, self.pos_embed._version, window._version, window.device)
+        reuse = not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+        if reuse and key in self._positions:
+            return self._positions[key]
+        background = F.interpolate(self.pos_embed, size=(height, width), mode="bicubic")
         tiles = (height // window.shape[-2], width // window.shape[-1])
-        return (background + window.tile(1, 1, *tiles)).permute(0, 2, 3, 1)
+        position = (background + window.tile(1, 1, *tiles)).permute(0, 2, 3, 1)
+        if reuse:
+            self._positions = {key: position}
+        return position
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = self.patch_embed(x)
