@@ -103,6 +103,13 @@ def model_compile(model: Sam2Model, mode: str) -> Callable[[torch.Tensor], Frame
     pointers, so it is compiled for dynamic shapes; the rest for the shapes they meet. Compiled
     parts may run as CUDA graphs, whose outputs live in buffers the next replay overwrites:
     what they return is copied out before anyone keeps it."""
+    if model.device.type == "cpu":
+        import torch._inductor.config  # loaded only to compile
+
+        # weights as constants, so that the CPU's convolutions and matrix products get them
+        # packed once in oneDNN's layout: EdgeTAM at 854x480 on 2 cores went from 3.98 to
+        # 4.89 frames/s with it
+        torch._inductor.config.freezing = True
     compiled = functools.partial(torch.compile, mode=mode)
     for part, dynamic in (
         (model.memory_attention, True),
