@@ -62,7 +62,8 @@ def cell(
     if done.returncode != 0:
         print(f"{impl} {size} x{objects}: failed\n{done.stderr[-3000:]}", flush=True)
         return None
-    result = json.loads(done.stdout.splitlines()[0])
+    # the first JSON line (EdgeTAM's predictor prints its progress while it is built)
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
     print(json.dumps(result), flush=True)
     return result
 
