@@ -118,6 +118,7 @@ class MemoryAttentionLayer(nn.Module):
     ) -> torch.Tensor:
         y = self.norm1(x)
         x = x + self.self_attn(y, y, y)
+        x = x.expand(memory.shape[0], -1, -1)  # the frame's tokens, met by each object's memories
         y = self.norm2(x)
         x = x + self.cross_attn_image(y, memory + memory_pos, memory, keys_without_rope=pointers)
         y = self.norm3(x)
@@ -153,6 +154,10 @@ class MemoryAttention(nn.Module):
         memory_pos: torch.Tensor,
         pointers: int,
     ) -> torch.Tensor:
+        if current.shape[0] > 1 and current.stride(0) == 0 and current_pos.stride(0) == 0:
+            # objects tracked together share the frame's tokens until they meet their memories:
+            # the first self-attention is the same for all of them, and runs once
+            current, current_pos = current[:1], current_pos[:1]
         x = current + 0.1 * current_pos
         for layer in self.layers:
             x = layer(x, memory, memory_pos, pointers)

@@ -5,7 +5,8 @@
   and to object pointers (or, on a first prompted frame, just take the "no memory" embedding).
 - :meth:`Sam2Model.segment`: prompt encoder and mask decoder on the (conditioned) features:
   mask logits at a quarter of the input size, the object pointer and the object score.
-- :meth:`Sam2Model.encode_memory`: the frame's features and its mask become a memory.
+- :meth:`Sam2Model.encode_memory`: the frame's features and its mask become a memory (for
+  EdgeTAM, compressed to 512 tokens by its perceiver).
 
 Which frames' memories to use is the tracker's business (:mod:`.tracker`); this module only does
 the arithmetic. Parameter names follow the official checkpoints.
@@ -67,7 +68,6 @@ class Sam2Model(nn.Module):
         if config.perceiver_latents:
             self.spatial_perceiver = SpatialPerceiver(mem, latents=config.perceiver_latents)
             layout = MemoryLayout(self.spatial_perceiver.global_tokens, self.spatial_perceiver.grid)
-        self.memory_layout = layout
         self.memory_attention = MemoryAttention(
             d, mem, config.memory_feedforward, config.memory_layers, config.feature_size, layout
         )
