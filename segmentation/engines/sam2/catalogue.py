@@ -1,9 +1,10 @@
-"""The official SAM 2 and SAM 2.1 checkpoints: where they are published, how large they are, their
-SHA-256, and how a setting names one of them.
+"""The official SAM 2, SAM 2.1 and EdgeTAM checkpoints: where they are published, how large they
+are, their SHA-256, and how a setting names one of them.
 
 ``SAM2_CHECKPOINT`` takes a path, or a name resolved in the models folder: a size (``tiny``,
-``small``, ``base_plus``, ``large``: SAM 2.1's) or an official file's stem (``sam2.1_hiera_tiny``,
-``sam2_hiera_large``...). ``manage.py sam2_weights fetch SIZE`` puts the files there.
+``small``, ``base_plus``, ``large``: SAM 2.1's), an official file's stem (``sam2.1_hiera_tiny``,
+``sam2_hiera_large``...) or ``edgetam``. ``manage.py sam2_weights fetch SIZE`` puts the files
+there.
 
 Sources of the figures below (Meta publishes no hashes; its download script and README give the
 URLs):
@@ -19,6 +20,12 @@ URLs):
   huggingface.co/merve/sam2-hiera-base-plus and -large (hashes and sizes); the same hashes are
   pinned against Meta's URLs in micro-sam, and all four sizes are checked against Meta's URLs in
   download scripts of other projects (small's size is known from those only).
+- EdgeTAM's ``edgetam.pt``: committed as a plain Git object (not through LFS) in
+  ``checkpoints/`` of github.com/facebookresearch/EdgeTAM, served at its ``raw`` URL, and in the
+  same folder of the Hugging Face Space facebook/EdgeTAM. No public source gives its SHA-256 or
+  its exact size (the repository's tree gives its Git blob id, abd54d22bbd22ba3e53cf59a307e59e0f
+  3701be6); it is checked by loading its weights, which must be EdgeTAM's, and its size is
+  listed as that of EdgeTAM's state dict saved in the official layout (about 56 MB).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-SIZES = ("tiny", "small", "base_plus", "large")
+SIZES = ("tiny", "small", "base_plus", "large", "edgetam")
 VERSIONS = ("2.1", "2.0")
 SOURCES = ("meta", "huggingface")
 _META = {
@@ -35,22 +42,37 @@ _META = {
 }
 
 
+_EDGETAM = {
+    "meta": "https://github.com/facebookresearch/EdgeTAM/raw/main/checkpoints/edgetam.pt",
+    "huggingface": "https://huggingface.co/spaces/facebook/EdgeTAM/resolve/main/checkpoints/edgetam.pt",
+}
+
+
 @dataclass(frozen=True)
 class OfficialCheckpoint:
-    version: str  # "2.1" or "2.0"
+    version: str  # "2.1" or "2.0"; EdgeTAM's is SAM 2.0's design
     size: str  # one of SIZES
     bytes: int
-    sha256: str
+    sha256: str  # empty where no public source gives it: the file is then checked by loading it
 
     @property
     def stem(self) -> str:
+        if self.size == "edgetam":
+            return "edgetam"
         return f"sam2.1_hiera_{self.size}" if self.version == "2.1" else f"sam2_hiera_{self.size}"
+
+    @property
+    def setting(self) -> str:
+        """What ``SAM2_CHECKPOINT`` names it by."""
+        return self.size if self.version == "2.1" or self.size == "edgetam" else self.stem
 
     @property
     def file_name(self) -> str:
         return f"{self.stem}.pt"
 
     def url(self, source: str = "meta") -> str:
+        if self.size == "edgetam" and source in _EDGETAM:
+            return _EDGETAM[source]
         if source == "meta":
             return _META[self.version] + self.file_name
         if source == "huggingface":
@@ -111,13 +133,15 @@ OFFICIAL = (
         897952466,
         "7442e4e9b732a508f80e141e7c2913437a3610ee0c77381a66658c3a445df87b",
     ),
+    OfficialCheckpoint("2.0", "edgetam", 56_174_743, ""),
 )
 
 
 def official_find(size: str, version: str = "2.1") -> OfficialCheckpoint:
-    """The official file of ``size`` and ``version``; ValueError naming the choices if none."""
+    """The official file of ``size`` and ``version`` (EdgeTAM has one only); ValueError naming
+    the choices if none."""
     for checkpoint in OFFICIAL:
-        if (checkpoint.size, checkpoint.version) == (size, version):
+        if checkpoint.size == size and (size == "edgetam" or checkpoint.version == version):
             return checkpoint
     if version not in VERSIONS:
         raise ValueError(f"unknown SAM 2 version {version!r}: one of {', '.join(VERSIONS)}")
@@ -125,16 +149,17 @@ def official_find(size: str, version: str = "2.1") -> OfficialCheckpoint:
 
 
 def official_named(name: str) -> OfficialCheckpoint | None:
-    """The official file a setting names: a size (SAM 2.1's) or a file's stem; None if neither."""
+    """The official file a setting names: a size (SAM 2.1's), ``edgetam`` or a file's stem; None
+    if neither."""
     for checkpoint in OFFICIAL:
-        if name == checkpoint.stem or (name == checkpoint.size and checkpoint.version == "2.1"):
+        if name in (checkpoint.stem, checkpoint.setting):
             return checkpoint
     return None
 
 
 def fetch_command(checkpoint: OfficialCheckpoint) -> str:
     """The command that puts ``checkpoint`` in the models folder."""
-    version = "" if checkpoint.version == "2.1" else " --version 2.0"
+    version = "" if checkpoint.setting == checkpoint.size else " --version 2.0"
     return f"python manage.py sam2_weights fetch {checkpoint.size}{version}"
 
 

@@ -1,5 +1,6 @@
-"""``manage.py sam2_weights``: list the official SAM 2 checkpoints, and fetch one into the models
-folder (``SAM2_MODELS_DIR``, default ``var/models/``), where ``SAM2_CHECKPOINT=tiny`` finds it."""
+"""``manage.py sam2_weights``: list the official SAM 2 and EdgeTAM checkpoints, and fetch one into
+the models folder (``SAM2_MODELS_DIR``, default ``var/models/``), where ``SAM2_CHECKPOINT=tiny``
+(or ``edgetam``) finds it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from segmentation.services.sam2_weights import WeightsError, weights_fetch, weig
 
 
 class Command(BaseCommand):
-    help = "List the official SAM 2 checkpoints, or fetch one into SAM2_MODELS_DIR."
+    help = "List the official SAM 2 and EdgeTAM checkpoints, or fetch one into SAM2_MODELS_DIR."
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
@@ -60,14 +61,17 @@ class Command(BaseCommand):
             weights_fetch(
                 url=url,
                 destination=destination,
-                sha256=str(options["sha256"] or checkpoint.sha256),
+                sha256=str(options["sha256"] or checkpoint.sha256) or None,
+                # without a published hash, the weights must at least be the model's
+                model_size="" if checkpoint.sha256 else checkpoint.stem,
                 progress=_ProgressLine(sys.stderr),
             )
         except WeightsError as error:
             raise CommandError(str(error)) from None
-        name = checkpoint.size if checkpoint.version == "2.1" else checkpoint.stem
+        how = "verified" if options["sha256"] or checkpoint.sha256 else "its weights verified"
         self.stdout.write(
-            f"{destination}: verified; use it with SEGMENTATION_ENGINE=sam2 SAM2_CHECKPOINT={name}"
+            f"{destination}: {how}; use it with SEGMENTATION_ENGINE=sam2"
+            f" SAM2_CHECKPOINT={checkpoint.setting}"
         )
 
 

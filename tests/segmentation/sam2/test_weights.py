@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import io
 import shutil
 import threading
 from collections.abc import Iterator
@@ -13,8 +14,11 @@ from pathlib import Path
 
 import pytest
 import requests
+import torch
 
 from segmentation.engines.sam2.catalogue import checkpoint_resolve, official_find, official_named
+from segmentation.engines.sam2.config import MODEL_SIZES
+from segmentation.engines.sam2.model import Sam2Model
 from segmentation.services import sam2_weights
 from segmentation.services.sam2_weights import CHUNK, WeightsError, weights_fetch, weights_list
 from tests.conftest import manage, project_env, running_server, server_import
@@ -230,7 +234,7 @@ def test_the_list_shows_what_is_here(tmp_path: Path) -> None:
         for row in weights_list(models_dir=tmp_path)
     }
 
-    assert len(rows) == 8
+    assert len(rows) == 9
     assert [key for key, row in rows.items() if row.present] == [("2.1", "small")]
     assert {key: row.partial_bytes for key, row in rows.items() if row.partial_bytes} == {
         ("2.0", "large"): 10
@@ -260,6 +264,61 @@ def test_a_missing_named_checkpoint_says_how_to_fetch_it(tmp_path: Path) -> None
         f"SAM 2 checkpoint 'sam2_hiera_tiny' is not in {tmp_path}: fetch it with"
         " `python manage.py sam2_weights fetch tiny --version 2.0`"
     )
+
+
+def test_edgetam_is_named_and_fetched_from_its_repository(tmp_path: Path) -> None:
+    edgetam = official_find("edgetam")
+
+    assert edgetam.url() == (
+        "https://github.com/facebookresearch/EdgeTAM/raw/main/checkpoints/edgetam.pt"
+    )
+    assert edgetam.url("huggingface") == (
+        "https://huggingface.co/spaces/facebook/EdgeTAM/resolve/main/checkpoints/edgetam.pt"
+    )
+    assert official_named("edgetam") == edgetam
+    assert official_find("edgetam", "2.0") == edgetam
+    with pytest.raises(FileNotFoundError) as error:
+        checkpoint_resolve("edgetam", tmp_path)
+    assert str(error.value) == (
+        f"SAM 2 checkpoint 'edgetam' is not in {tmp_path}: fetch it with"
+        " `python manage.py sam2_weights fetch edgetam`"
+    )
+    (tmp_path / "edgetam.pt").write_bytes(b"x")
+    assert checkpoint_resolve("edgetam", tmp_path) == tmp_path / "edgetam.pt"
+
+
+def test_without_a_published_hash_edgetam_must_load_as_edgetam(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    # given a mirror serving a SAM 2 checkpoint (a small one) where edgetam.pt should be
+    env = project_env(tmp_path)
+    command = ("sam2_weights", "fetch", "edgetam", "--url", f"{upstream.url}/file.pt")
+
+    # when it is fetched as EdgeTAM
+    refused = manage(*command, env=env)
+
+    # then it is refused and nothing is kept
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-1].startswith(
+        "CommandError: the download is not a SAM 2 checkpoint (edgetam.pt.part does not fit the"
+        " model: missing keys: image_encoder.trunk.body.stem.conv1.c.weight, "
+    )
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == []
+
+    # and EdgeTAM's weights in the official layout are kept, checked by their shapes
+    torch.manual_seed(0)
+    state = Sam2Model(MODEL_SIZES["edgetam"]).state_dict()
+    buffer = io.BytesIO()
+    torch.save({"model": state}, buffer)
+    upstream.body = buffer.getvalue()
+    fetched = manage(*command, env=env)
+    assert fetched.returncode == 0, fetched.stderr
+    assert fetched.stdout.splitlines()[-1] == (
+        f"{tmp_path / 'models' / 'edgetam.pt'}: its weights verified; use it with"
+        " SEGMENTATION_ENGINE=sam2 SAM2_CHECKPOINT=edgetam"
+    )
+    listed = manage("sam2_weights", "list", env=env)
+    assert "2.0  edgetam    edgetam.pt                    56.2 MB  present" in listed.stdout
 
 
 def test_official_urls() -> None:
