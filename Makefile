@@ -22,8 +22,10 @@ run: prepare
 	@echo
 	$(BIN)/python -m config.server --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
 
+# The test process's own engine is classic whatever var/models holds (servers the tests start
+# choose from their own folders).
 test: $(VENV)/.dev-installed vendor/.fetched lint
-	$(BIN)/python -m pytest
+	SEGMENTATION_ENGINE=classic $(BIN)/python -m pytest
 	@$(MAKE) --no-print-directory test-postgres
 
 # The tests that use the test process's own database, again on PostgreSQL when one is reachable
@@ -32,7 +34,7 @@ TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 test-postgres: $(VENV)/.dev-installed vendor/.fetched
 	@if $(BIN)/python scripts/reachable.py '$(TEST_POSTGRES_URL)'; then \
 		echo "DATABASE_URL=$(TEST_POSTGRES_URL) pytest -m database"; \
-		DATABASE_URL='$(TEST_POSTGRES_URL)' $(BIN)/python -m pytest -m database -q; \
+		SEGMENTATION_ENGINE=classic DATABASE_URL='$(TEST_POSTGRES_URL)' $(BIN)/python -m pytest -m database -q; \
 	else \
 		echo "test-postgres skipped: PostgreSQL is not reachable at $(TEST_POSTGRES_URL)"; \
 	fi

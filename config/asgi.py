@@ -24,7 +24,7 @@ from config.backpressure import PacedStreams  # noqa: E402
 from config.body_limit import RequestBodyLimit  # noqa: E402
 from config.rate_limits import RateLimitGate  # noqa: E402
 from config.static_files import StaticFiles  # noqa: E402
-from segmentation.services.engines import engine_get  # noqa: E402
+from segmentation.services.engines import engine_announce, engine_get  # noqa: E402
 
 http_application = RateLimitGate(
     PacedStreams(
@@ -42,6 +42,7 @@ playlist_ensure_loaded()
 # With inference workers, they hold the engine and this process none.
 if not settings.SEGMENTATION_WORKERS:
     engine_get()
+engine_announce()
 
 application = ProtocolTypeRouter(
     {

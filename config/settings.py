@@ -25,6 +25,7 @@ from config.env import (
     env_str,
     secret_key_load,
 )
+from segmentation.engines.choice import EngineChoice, cuda_available, engine_choose
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -164,18 +165,28 @@ GRAPHENE = {
     "SCHEMA_OUTPUT": str(BASE_DIR / "schema.graphql"),
 }
 
-# The engine behind the segmentation API, and its options (checked at start-up).
-SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "classic")
-SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
-# Where `manage.py sam2_weights fetch` puts the official SAM 2 checkpoints, and where
-# SAM2_CHECKPOINT=tiny (a size, or an official file's stem) finds them.
+# Where `manage.py sam2_weights fetch` puts the official SAM 2 and EdgeTAM checkpoints, and where
+# SAM2_CHECKPOINT=tiny (a size, an official file's stem, or edgetam) finds them.
 SAM2_MODELS_DIR = Path(env_str("SAM2_MODELS_DIR", "") or VAR_DIR / "models").resolve()
+# The engine behind the segmentation API, and its options (checked at start-up). Unset: a learned
+# checkpoint in the models folder that fits this machine, else classic (engines/choice.py).
+_ENGINE_SET = env_str("SEGMENTATION_ENGINE", "")
+SEGMENTATION_ENGINE_CHOICE = (
+    EngineChoice(_ENGINE_SET, "", "SEGMENTATION_ENGINE is set")
+    if _ENGINE_SET
+    else engine_choose(SAM2_MODELS_DIR, gpu=cuda_available)
+)
+SEGMENTATION_ENGINE = SEGMENTATION_ENGINE_CHOICE.engine
+SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
 if SEGMENTATION_ENGINE == "sam2":
+    _chosen = SEGMENTATION_ENGINE_CHOICE.checkpoint
+    _chosen_checkpoint = {"checkpoint": _chosen} if _chosen else {}
     # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_PRECISION, SAM2_COMPILE,
     # SAM2_COMPILE_MODE;
     # SEGMENTATION_ENGINE_OPTIONS wins.
     SEGMENTATION_ENGINE_OPTIONS = {
         "models_dir": str(SAM2_MODELS_DIR),
+        **_chosen_checkpoint,
         **env_named_options(
             {
                 "SAM2_CHECKPOINT": "checkpoint",

@@ -26,7 +26,9 @@ LISTENING = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
 def project_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     """Environment for a subprocess of the project: embedded defaults under ``var_dir``."""
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    # the engine is chosen afresh for the subprocess's own models folder, unless given here
+    inherited = {"DATABASE_URL", "REDIS_URL", "SEGMENTATION_ENGINE", "SAM2_CHECKPOINT"}
+    env = {k: v for k, v in os.environ.items() if k not in inherited}
     env.update({"VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "config.settings"})
     env.update(overrides)
     return env

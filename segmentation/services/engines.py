@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 
 from django.conf import settings
 
 from segmentation.engines import engine_create
 from segmentation.engines.base import Engine
+
+logger = logging.getLogger(__name__)
 
 
 @cache
@@ -21,3 +24,13 @@ def engine_describe() -> str:
     if settings.SEGMENTATION_WORKERS:
         return "inference workers"
     return engine_get().describe()
+
+
+def engine_announce() -> str:
+    """Log, once at start-up, which engine answers and why it was chosen; the line logged."""
+    describe = engine_describe()
+    if settings.SEGMENTATION_WORKERS:
+        describe = f"{settings.SEGMENTATION_ENGINE} in {describe}"
+    line = f"segmentation engine: {describe} ({settings.SEGMENTATION_ENGINE_CHOICE.reason})"
+    logger.info(line)
+    return line

@@ -53,11 +53,11 @@ def test_three_objects_propagate_together_as_one_batch(engine: Sam2Engine, frame
     assert batches == [1, 1, 1] + [3] * 11
 
 
-def test_the_official_layout_loads_by_name_and_answers_a_click(
+def test_the_official_layout_in_the_models_folder_answers_by_default(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # given EdgeTAM's full model with random weights, saved as edgetam.pt is: its state dict
-    # alone, under "model", in the models folder
+    # alone, under "model", in the models folder, and no engine named
     var = tmp_path_factory.mktemp("edgetam-var")
     (var / "models").mkdir()
     torch.manual_seed(0)
@@ -67,17 +67,14 @@ def test_the_official_layout_loads_by_name_and_answers_a_click(
     torch.save({"model": model.state_dict()}, var / "models" / "edgetam.pt")
     videos = tmp_path_factory.mktemp("edgetam-videos")
     write_mp4(make_video(4), videos / "short.mp4")
-    settings = {
-        "SEGMENTATION_ENGINE": "sam2",
-        "SAM2_CHECKPOINT": "edgetam",
-        "SAM2_PRECISION": "float32",
-    }
+    settings = {"SAM2_PRECISION": "float32"}
     env = project_env(var, **settings)
     assert manage("migrate", "--noinput", env=env).returncode == 0
     assert manage("import_videos", str(videos), env=env).returncode == 0
 
-    # when the server starts with it and a click arrives
+    # when the server starts and a click arrives
     with running_server(var, **settings) as server:
+        health = requests.get(f"{server}/healthz", timeout=10).json()
         annotator = requests.get(f"{server}/annotate/", timeout=10).text
         session_id = start_session(server, "gallery/short.mp4")
         clicked = graphql(
@@ -97,7 +94,16 @@ def test_the_official_layout_loads_by_name_and_answers_a_click(
             },
         )
 
-    # then the page names the model, and the click has its mask
+    # then EdgeTAM answers, named by the start-up log and the page, and the click has its mask
+    assert (health["engine"], health["engine_model"], health["engine_chosen_because"]) == (
+        "sam2",
+        "EdgeTAM on cpu (float32)",
+        f"edgetam.pt in {var / 'models'}",
+    )
+    started = (var / "daphne.log").read_text()
+    assert (
+        f"segmentation engine: EdgeTAM on cpu (float32) (edgetam.pt in {var / 'models'})" in started
+    )
     assert '">Engine: EdgeTAM on cpu (float32)</span>' in annotator
     answer = clicked["data"]["addPoints"]
     assert answer["frameIndex"] == 1
