@@ -54,7 +54,13 @@ def test_server_runs_on_postgresql_from_database_url(tmp_path, postgres_database
         health = requests.get(f"{base_url}/healthz", timeout=5)
 
     assert health.status_code == 200
-    assert health.json() == {"status": "ok", "version": __version__, "engine": "classic"}
+    assert health.json() == {
+        "status": "ok",
+        "version": __version__,
+        "engine": "classic",
+        "engine_model": "classic: no weights, CPU",
+        "engine_chosen_because": f"no learned checkpoint in {tmp_path / 'models'}",
+    }
     with psycopg.connect(postgres_database) as connection:
         (applied,) = connection.execute(
             "SELECT count(*) FROM django_migrations WHERE app = 'auth'"

@@ -17,8 +17,16 @@ INTROSPECTION = "{ __schema { queryType { name } types { name } } }"
 def test_healthz_over_http(asgi_server):
     response = requests.get(f"{asgi_server}/healthz", timeout=5)
 
+    body = response.json()
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "version": __version__, "engine": "classic"}
+    # a fresh VAR_DIR holds no checkpoint: classic answers, and says why
+    assert body.pop("engine_chosen_because").startswith("no learned checkpoint in ")
+    assert body == {
+        "status": "ok",
+        "version": __version__,
+        "engine": "classic",
+        "engine_model": "classic: no weights, CPU",
+    }
 
 
 def test_graphql_introspection_over_http(asgi_server):
