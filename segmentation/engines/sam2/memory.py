@@ -21,10 +21,6 @@ class MemoryLayout:
     prefix: int
     grid: int
 
-    @property
-    def tokens(self) -> int:
-        return self.prefix + self.grid * self.grid
-
 
 class MaskDownSampler(nn.Module):
     """Four stride-2 convolutions (x4 channels each) and a 1x1 projection: mask to feature size."""

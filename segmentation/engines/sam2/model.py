@@ -67,7 +67,13 @@ class Sam2Model(nn.Module):
         layout = MemoryLayout(prefix=0, grid=config.feature_size)
         if config.perceiver_latents:
             self.spatial_perceiver = SpatialPerceiver(mem, latents=config.perceiver_latents)
-            layout = MemoryLayout(self.spatial_perceiver.global_tokens, self.spatial_perceiver.grid)
+            grid = self.spatial_perceiver.grid
+            if config.feature_size % grid:
+                raise ValueError(
+                    f"EdgeTAM's perceiver needs an image size that is a multiple of {16 * grid},"
+                    f" got {config.image_size}"
+                )
+            layout = MemoryLayout(self.spatial_perceiver.global_tokens, grid)
         self.memory_attention = MemoryAttention(
             d, mem, config.memory_feedforward, config.memory_layers, config.feature_size, layout
         )

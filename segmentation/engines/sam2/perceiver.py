@@ -102,10 +102,6 @@ class SpatialPerceiver(nn.Module):
         self.position_encoding = SinePositionGrid(dim)
 
     @property
-    def tokens(self) -> int:
-        return self.latents.shape[0] + self.latents_2d.shape[0]
-
-    @property
     def global_tokens(self) -> int:
         """How many leading tokens of each compressed memory have no position (not rotated)."""
         return self.latents.shape[0]
