@@ -20,12 +20,13 @@ URLs):
   huggingface.co/merve/sam2-hiera-base-plus and -large (hashes and sizes); the same hashes are
   pinned against Meta's URLs in micro-sam, and all four sizes are checked against Meta's URLs in
   download scripts of other projects (small's size is known from those only).
-- EdgeTAM's ``edgetam.pt``: committed as a plain Git object (not through LFS) in
-  ``checkpoints/`` of github.com/facebookresearch/EdgeTAM, served at its ``raw`` URL, and in the
-  same folder of the Hugging Face Space facebook/EdgeTAM. No public source gives its SHA-256 or
-  its exact size (the repository's tree gives its Git blob id, abd54d22bbd22ba3e53cf59a307e59e0f
-  3701be6); it is checked by loading its weights, which must be EdgeTAM's, and its size is
-  listed as that of EdgeTAM's state dict saved in the official layout (about 56 MB).
+- EdgeTAM's ``edgetam.pt``: its URLs are the README's link (``checkpoints/`` of
+  github.com/facebookresearch/EdgeTAM, a plain Git object there, not an LFS pointer, so its
+  ``raw`` URL serves the bytes) and the file ``edgetam.pt`` of huggingface.co/facebook/EdgeTAM.
+  Meta publishes no hash for it, and neither source has an LFS pointer to read one from; its
+  SHA-256 and size are those pinned, from downloads of either URL, by several projects that agree
+  (BoxMOT's ``edgetam.pt`` resolver against the Hugging Face URL; others against the GitHub file
+  at commit 7711e012 and the Hugging Face revision f3a09791, two of them giving 56,116,523 bytes).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ _META = {
 
 _EDGETAM = {
     "meta": "https://github.com/facebookresearch/EdgeTAM/raw/main/checkpoints/edgetam.pt",
-    "huggingface": "https://huggingface.co/spaces/facebook/EdgeTAM/resolve/main/checkpoints/edgetam.pt",
+    "huggingface": "https://huggingface.co/facebook/EdgeTAM/resolve/main/edgetam.pt",
 }
 
 
@@ -53,7 +54,7 @@ class OfficialCheckpoint:
     version: str  # "2.1" or "2.0"; EdgeTAM's is SAM 2.0's design
     size: str  # one of SIZES
     bytes: int
-    sha256: str  # empty where no public source gives it: the file is then checked by loading it
+    sha256: str
 
     @property
     def stem(self) -> str:
@@ -133,7 +134,12 @@ OFFICIAL = (
         897952466,
         "7442e4e9b732a508f80e141e7c2913437a3610ee0c77381a66658c3a445df87b",
     ),
-    OfficialCheckpoint("2.0", "edgetam", 56_174_743, ""),
+    OfficialCheckpoint(
+        "2.0",
+        "edgetam",
+        56116523,
+        "ed2d4850b8792c239689b043c47046ec239b6e808a3d9b6ae676c803fd8780df",
+    ),
 )
 
 

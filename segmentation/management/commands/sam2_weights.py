@@ -61,16 +61,13 @@ class Command(BaseCommand):
             weights_fetch(
                 url=url,
                 destination=destination,
-                sha256=str(options["sha256"] or checkpoint.sha256) or None,
-                # without a published hash, the weights must at least be the model's
-                model_size="" if checkpoint.sha256 else checkpoint.stem,
+                sha256=str(options["sha256"] or checkpoint.sha256),
                 progress=_ProgressLine(sys.stderr),
             )
         except WeightsError as error:
             raise CommandError(str(error)) from None
-        how = "verified" if options["sha256"] or checkpoint.sha256 else "its weights verified"
         self.stdout.write(
-            f"{destination}: {how}; use it with SEGMENTATION_ENGINE=sam2"
+            f"{destination}: verified; use it with SEGMENTATION_ENGINE=sam2"
             f" SAM2_CHECKPOINT={checkpoint.setting}"
         )
 

@@ -273,7 +273,12 @@ def test_edgetam_is_named_and_fetched_from_its_repository(tmp_path: Path) -> Non
         "https://github.com/facebookresearch/EdgeTAM/raw/main/checkpoints/edgetam.pt"
     )
     assert edgetam.url("huggingface") == (
-        "https://huggingface.co/spaces/facebook/EdgeTAM/resolve/main/checkpoints/edgetam.pt"
+        "https://huggingface.co/facebook/EdgeTAM/resolve/main/edgetam.pt"
+    )
+    assert (edgetam.file_name, edgetam.bytes, edgetam.sha256) == (
+        "edgetam.pt",
+        56116523,
+        "ed2d4850b8792c239689b043c47046ec239b6e808a3d9b6ae676c803fd8780df",
     )
     assert official_named("edgetam") == edgetam
     assert official_find("edgetam", "2.0") == edgetam
@@ -287,9 +292,7 @@ def test_edgetam_is_named_and_fetched_from_its_repository(tmp_path: Path) -> Non
     assert checkpoint_resolve("edgetam", tmp_path) == tmp_path / "edgetam.pt"
 
 
-def test_without_a_published_hash_edgetam_must_load_as_edgetam(
-    upstream: Upstream, tmp_path: Path
-) -> None:
+def test_edgetam_is_checked_against_its_pinned_hash(upstream: Upstream, tmp_path: Path) -> None:
     # given a mirror serving a SAM 2 checkpoint (a small one) where edgetam.pt should be
     env = project_env(tmp_path)
     command = ("sam2_weights", "fetch", "edgetam", "--url", f"{upstream.url}/file.pt")
@@ -297,28 +300,42 @@ def test_without_a_published_hash_edgetam_must_load_as_edgetam(
     # when it is fetched as EdgeTAM
     refused = manage(*command, env=env)
 
-    # then it is refused and nothing is kept
+    # then it is refused by the official file's SHA-256 and nothing is kept
     assert refused.returncode == 1
-    assert refused.stderr.splitlines()[-1].startswith(
-        "CommandError: the download is not a SAM 2 checkpoint (edgetam.pt.part does not fit the"
-        " model: missing keys: image_encoder.trunk.body.stem.conv1.c.weight, "
+    assert refused.stderr.splitlines()[-1] == (
+        "CommandError: checksum mismatch: expected SHA-256"
+        " ed2d4850b8792c239689b043c47046ec239b6e808a3d9b6ae676c803fd8780df, the"
+        f" {len(upstream.body)} bytes that came have {sha(upstream.body)}; the download was"
+        " removed"
     )
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == []
 
-    # and EdgeTAM's weights in the official layout are kept, checked by their shapes
+    # and EdgeTAM's weights in the official layout, with their own hash given, are kept
     torch.manual_seed(0)
     state = Sam2Model(MODEL_SIZES["edgetam"]).state_dict()
     buffer = io.BytesIO()
     torch.save({"model": state}, buffer)
     upstream.body = buffer.getvalue()
-    fetched = manage(*command, env=env)
+    fetched = manage(*command, "--sha256", sha(upstream.body), env=env)
     assert fetched.returncode == 0, fetched.stderr
-    assert fetched.stdout.splitlines()[-1] == (
-        f"{tmp_path / 'models' / 'edgetam.pt'}: its weights verified; use it with"
-        " SEGMENTATION_ENGINE=sam2 SAM2_CHECKPOINT=edgetam"
-    )
+    assert fetched.stdout.splitlines() == [
+        f"fetching {upstream.url}/file.pt",
+        f"{tmp_path / 'models' / 'edgetam.pt'}: verified; use it with"
+        " SEGMENTATION_ENGINE=sam2 SAM2_CHECKPOINT=edgetam",
+    ]
     listed = manage("sam2_weights", "list", env=env)
-    assert "2.0  edgetam    edgetam.pt                    56.2 MB  present" in listed.stdout
+    assert listed.stdout.splitlines() == [
+        f"models folder: {tmp_path / 'models'}",
+        "2.1  tiny       sam2.1_hiera_tiny.pt         156.0 MB  -",
+        "2.1  small      sam2.1_hiera_small.pt        184.4 MB  -",
+        "2.1  base_plus  sam2.1_hiera_base_plus.pt    323.6 MB  -",
+        "2.1  large      sam2.1_hiera_large.pt        898.1 MB  -",
+        "2.0  tiny       sam2_hiera_tiny.pt           155.9 MB  -",
+        "2.0  small      sam2_hiera_small.pt          184.3 MB  -",
+        "2.0  base_plus  sam2_hiera_base_plus.pt      323.5 MB  -",
+        "2.0  large      sam2_hiera_large.pt          898.0 MB  -",
+        "2.0  edgetam    edgetam.pt                    56.1 MB  present",
+    ]
 
 
 def test_official_urls() -> None:
