@@ -23,10 +23,11 @@ URLs):
 - EdgeTAM's ``edgetam.pt``: its URLs are the README's link (``checkpoints/`` of
   github.com/facebookresearch/EdgeTAM, a plain Git object there, not an LFS pointer, so its
   ``raw`` URL serves the bytes) and the file ``edgetam.pt`` of huggingface.co/facebook/EdgeTAM.
-  Meta publishes no hash for it, and neither source has an LFS pointer to read one from; its
-  SHA-256 and size are those pinned, from downloads of either URL, by several projects that agree
-  (BoxMOT's ``edgetam.pt`` resolver against the Hugging Face URL; others against the GitHub file
-  at commit 7711e012 and the Hugging Face revision f3a09791, two of them giving 56,116,523 bytes).
+  Meta publishes no hash for it, and the Hugging Face repository's LFS pointer was not readable
+  here; its SHA-256 and size are those pinned, from downloads of either URL, by several projects
+  that agree (BoxMOT's ``edgetam.pt`` resolver against the Hugging Face URL; others against the
+  GitHub file at commit 7711e012 and the Hugging Face revision f3a09791, two of them giving
+  56,116,523 bytes).
 """
 
 from __future__ import annotations
