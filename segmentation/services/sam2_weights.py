@@ -61,14 +61,12 @@ def weights_fetch(
     url: str,
     destination: Path,
     sha256: str | None,
-    model_size: str = "",
     progress: Progress | None = None,
     session: requests.Session | None = None,
 ) -> Path:
     """Download ``url`` to ``destination``, resuming a ``.part`` left by an earlier try, and
-    verify it (``sha256`` when given, and a load of the state dict: as ``model_size``'s when
-    given) before the rename. A file that fails either check is removed, and the error says what
-    was expected and what came."""
+    verify it (``sha256`` when given, and a load of the state dict) before the rename. A file
+    that fails either check is removed, and the error says what was expected and what came."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     part = _part(destination)
     session = session or requests.Session()
@@ -85,7 +83,7 @@ def weights_fetch(
                     f" {kept}, run the command again to resume"
                 ) from error
             time.sleep(min(2 ** (attempt - 1), 8) * 0.25)
-    _verify(part, sha256, model_size)
+    _verify(part, sha256)
     part.replace(destination)
     return destination
 
@@ -148,7 +146,7 @@ def _check_space(folder: Path, needed: int) -> None:
         )
 
 
-def _verify(part: Path, sha256: str | None, model_size: str) -> None:
+def _verify(part: Path, sha256: str | None) -> None:
     if sha256 is not None:
         digest = hashlib.sha256()
         with part.open("rb") as data:
@@ -162,7 +160,7 @@ def _verify(part: Path, sha256: str | None, model_size: str) -> None:
                 f" have {digest.hexdigest()}; the download was removed"
             )
     try:
-        checkpoint_load(part, model_size=model_size)
+        checkpoint_load(part)
     except CheckpointError as error:
         part.unlink()
         message = f"the download is not a SAM 2 checkpoint ({error}); it was removed"
