@@ -184,23 +184,25 @@ def scenario_one_object(pair: Pair, frames: DrawnFrames, count: int) -> None:
     pair.propagate(0, False, count, "forward")
 
 
-def scenario_two_frames(pair: Pair, frames: DrawnFrames, count: int) -> None:
-    pair.click(0, 1, [frames.centre(0, 0)], [1])
-    pair.click(3, 2, [frames.centre(3, 1)], [1])
+def tracked_then_corrected(pair: Pair, frames: DrawnFrames, count: int) -> None:
+    """Forward from frame 0, backward from frame 3, a correction click (two points) for object
+    1 on tracked frame 5, then forward again."""
     pair.propagate(0, False, count, "forward")
     pair.propagate(3, True, 4, "backward")
     x, y = frames.centre(5, 0)
     pair.click(5, 1, [frames.centre(5, 0), (x + frames.radius // 2, y)], [1, 0])
     pair.propagate(0, False, count, "after correction")
+
+
+def scenario_two_frames(pair: Pair, frames: DrawnFrames, count: int) -> None:
+    pair.click(0, 1, [frames.centre(0, 0)], [1])
+    pair.click(3, 2, [frames.centre(3, 1)], [1])
+    tracked_then_corrected(pair, frames, count)
 
 
 def scenario_correction(pair: Pair, frames: DrawnFrames, count: int) -> None:
     pair.click(0, 1, [frames.centre(0, 0)], [1])
-    pair.propagate(0, False, count, "forward")
-    pair.propagate(3, True, 4, "backward")
-    x, y = frames.centre(5, 0)
-    pair.click(5, 1, [frames.centre(5, 0), (x + frames.radius // 2, y)], [1, 0])
-    pair.propagate(0, False, count, "after correction")
+    tracked_then_corrected(pair, frames, count)
 
 
 def scenario_mask(pair: Pair, frames: DrawnFrames, count: int) -> None:
