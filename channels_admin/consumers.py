@@ -23,8 +23,8 @@ from channels_admin.services.stream import (
     viewer_status,
 )
 from channels_admin.test_pattern import PatternOptions, test_pattern_chunks
-from config.backpressure import WriteGate
-from config.blocking import iterate_in_thread
+from core.backpressure import WriteGate
+from core.threads import iterate_in_thread
 
 TS_HEADERS = [
     (b"Content-Type", b"video/mp2t"),

@@ -20,10 +20,10 @@ from django.urls import re_path  # noqa: E402
 
 from channels_admin import routing as channels_admin_routing  # noqa: E402
 from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E402
-from config.backpressure import PacedStreams  # noqa: E402
 from config.body_limit import RequestBodyLimit  # noqa: E402
 from config.rate_limits import RateLimitGate  # noqa: E402
 from config.static_files import StaticFiles  # noqa: E402
+from core.backpressure import PacedStreams  # noqa: E402
 from segmentation.services.engines import engine_announce, engine_get  # noqa: E402
 
 http_application = RateLimitGate(

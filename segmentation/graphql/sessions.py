@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import graphene
 
-from config.server_timing import server_timing_add
+from core.server_timing import server_timing_add
 from segmentation.graphql.types import RLEMaskListOnFrame, masks_on_frame
 from segmentation.services import session_router as services
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from config.blocking import iterate_in_thread
+from core.threads import iterate_in_thread
 from segmentation.selectors import video_get
 from segmentation.services.sessions import PropagatedFrame, session_propagate
 from segmentation.services.videos import media_path

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
-from config.memory import memory_return
+from core.malloc import memory_return
 from segmentation.engines.base import Masks, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia

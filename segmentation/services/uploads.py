@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from config.memory import memory_return
+from core.malloc import memory_return
 from segmentation.errors import BadUserInput, StorageFull, UnsupportedMedia, VideoNotFound
 from segmentation.models import Annotation, DeletionId, Video
 from segmentation.rle import rle_decode

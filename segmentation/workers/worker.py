@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from channels.consumer import AsyncConsumer
 
-from config.blocking import iterate_in_thread
+from core.threads import iterate_in_thread
 from segmentation.errors import SegmentationError, SessionNotFound, TooManySessions
 from segmentation.services.sessions import session_propagate, session_registry
 from segmentation.workers.operations import OPERATIONS, error_encode

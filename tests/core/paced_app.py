@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from config.backpressure import PacedStreams
+from core.backpressure import PacedStreams
 
 CHUNKS = 200
 CHUNK_BYTES = 16 * 1024

@@ -1,4 +1,4 @@
-"""A stream made as it is read waits for a client that reads slowly (config/backpressure.py's
+"""A stream made as it is read waits for a client that reads slowly (core/backpressure.py's
 PacedStreams), on the real server, daphne."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 import pytest
 import requests
 
-from tests.config.paced_app import CHUNK_BYTES, CHUNKS
 from tests.conftest import ROOT, free_port
+from tests.core.paced_app import CHUNK_BYTES, CHUNKS
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def server():
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "tests.config.paced_app:app"],
+         "tests.core.paced_app:app"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
