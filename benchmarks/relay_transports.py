@@ -7,7 +7,7 @@ Needs Redis (``REDIS_URL``, by default ``redis://127.0.0.1:6379/0``). One publis
 sends chunks as the hub does (64 KiB, or 100 ms of stream at low rates) at each rate in Mbit/s;
 ``--followers`` processes (the other server processes) receive them. Transports:
 
-- ``stream``: what the project ships, :class:`channels_admin.relay.Relay` (a Redis stream
+- ``stream``: what the project ships, :class:`channels_admin.streaming.relay.Relay` (a Redis stream
   capped at ``BACKLOG_CHUNKS`` entries, followers blocking in XREAD);
 - ``pubsub``: Redis PUBLISH and SUBSCRIBE (what the relay first used);
 - ``layer``: a Channels group on the project's channel layer (channels-redis'
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from channels_admin.relay import Relay  # noqa: E402
+from channels_admin.streaming.relay import Relay  # noqa: E402
 from config.env import channel_layers_config  # noqa: E402
 
 CHUNK_BYTES = 64 * 1024  # the hub's largest chunk

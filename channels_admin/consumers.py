@@ -15,14 +15,14 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from channels_admin.admission import RETRY_AFTER_SEC
 from channels_admin.services.stream import (
     STATUS_GROUP,
     stream_admission,
     stream_hub,
     viewer_status,
 )
-from channels_admin.test_pattern import PatternOptions, test_pattern_chunks
+from channels_admin.streaming.admission import RETRY_AFTER_SEC
+from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
 from core.backpressure import WriteGate
 from core.threads import iterate_in_thread
 
@@ -153,7 +153,7 @@ class DemoChannelConsumer(StreamingConsumer):
         DemoChannelConsumer._running += 1
         self.stop = threading.Event()
         chunks = iterate_in_thread(
-            lambda: test_pattern_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
+            lambda: demo_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
             stop=self.stop,
             name="demo-channel",
             buffered=64,

@@ -16,11 +16,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from channels_admin.admission import Admission, LoadGuard
 from channels_admin.errors import ChannelNotFound, UnsupportedStream
-from channels_admin.hub import Hub, HubEvent, Upstream
 from channels_admin.models import Channel, Playlist, StreamState
-from channels_admin.relay import Relay
+from channels_admin.streaming.admission import Admission, LoadGuard
+from channels_admin.streaming.hub import Hub, HubEvent, Upstream
+from channels_admin.streaming.relay import Relay
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ async def status_broadcast() -> None:
 
 
 def stream_admission() -> Admission:
-    """This process's admission of /ts viewers (channels_admin/admission.py)."""
+    """This process's admission of /ts viewers (channels_admin/streaming/admission.py)."""
     global _admission
     if _admission is None:
         _admission = Admission(max_viewers=settings.CHANNELS_MAX_VIEWERS)

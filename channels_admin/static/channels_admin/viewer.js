@@ -6,7 +6,7 @@
 import { showState } from "./state.js";
 
 const REBUILD_DELAY_MS = 1000;
-const REFUSED_RETRY_MS = 10000; // channels_admin/admission.py's RETRY_AFTER_SEC
+const REFUSED_RETRY_MS = 10000; // channels_admin/streaming/admission.py's RETRY_AFTER_SEC
 const REFRESH_EVERY_MS = 60 * 60 * 1000; // playlist details (name, logo) once an hour
 const FEED_RETRY_MAX_MS = 10000;
 

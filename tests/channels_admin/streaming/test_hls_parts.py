@@ -1,4 +1,4 @@
-"""The parts of the HLS reader (channels_admin/hls.py) that decide without a network."""
+"""The parts of the HLS reader (channels_admin/streaming/hls.py) that decide without a network."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import m3u8
 import pytest
 
-from channels_admin.hls import (
+from channels_admin.streaming.hls import (
     SPREAD,
     HlsError,
     Pacer,

@@ -12,7 +12,8 @@ request at a time, over a keep-alive connection where the server allows):
 - A VOD playlist (``EXT-X-ENDLIST``) plays from its start to its end, which ends the upstream.
 - MPEG-TS segments pass through as they are; fMP4 segments (``EXT-X-MAP``), packed audio and
   a variant's separate audio rendition (fetched beside its video, the same stretch of time) are
-  remuxed (:mod:`~channels_admin.remux`). ``EXT-X-BYTERANGE`` ranges are requested as such.
+  remuxed (:mod:`~channels_admin.streaming.remux`). ``EXT-X-BYTERANGE`` ranges are requested
+  as such.
 - ``EXT-X-KEY METHOD=AES-128`` segments are decrypted (explicit IV, or the media sequence
   number); other methods are refused with the reason. Init sections are taken as unencrypted.
 - A live playlist's segments go out as soon as they are fetched (the relay adds no delay); media
@@ -37,7 +38,8 @@ import m3u8
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from channels_admin.remux import RemuxError, TsRemuxer
+from channels_admin.streaming.remux import RemuxError, TsRemuxer
+from channels_admin.streaming.ts import TS_PACKET
 
 logger = logging.getLogger(__name__)
 
@@ -432,7 +434,7 @@ class Pacer:
         spread = 0.0 if self._segments < self._burst else SPREAD * duration
         self._segments += 1
         slices = max(1, round(len(data) / SLICE_BYTES))
-        packets = len(data) // 188
+        packets = len(data) // TS_PACKET
         begin = 0  # the first slice not yet released
         while begin < slices:
             end = begin
@@ -448,8 +450,8 @@ class Pacer:
             if begin == 0 and end == slices:
                 yield data
             else:
-                first = packets * begin // slices * 188
-                last = len(data) if end == slices else packets * end // slices * 188
+                first = packets * begin // slices * TS_PACKET
+                last = len(data) if end == slices else packets * end // slices * TS_PACKET
                 if last > first:
                     yield data[first:last]
             begin = end

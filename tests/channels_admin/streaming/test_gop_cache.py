@@ -1,5 +1,5 @@
-"""The GOP cache (channels_admin/gop_cache.py) on real MPEG-TS: H.264 from the test pattern
-and HEVC from PyAV, fed in the chunks the hub relays."""
+"""The GOP cache (channels_admin/streaming/gop_cache.py) on real MPEG-TS: H.264 from the demo
+encoder and HEVC from PyAV, fed in the chunks the hub relays."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from fractions import Fraction
 import av
 import numpy as np
 
-from channels_admin.gop_cache import GopCache
-from channels_admin.test_pattern import PatternOptions, test_pattern_chunks
+from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
+from channels_admin.streaming.gop_cache import GopCache
 
 OPTIONS = PatternOptions(width=160, height=96, fps=10, gop_seconds=2.0)
 
 
 def pattern(seconds: float) -> list[bytes]:
-    return list(test_pattern_chunks(OPTIONS, realtime=False, max_seconds=seconds))
+    return list(demo_chunks(OPTIONS, realtime=False, max_seconds=seconds))
 
 
 def decoded(data: bytes) -> list[av.VideoFrame]:

@@ -10,10 +10,6 @@ Frames are painted straight into YUV 4:2:0 planes with numpy: only the luma of t
 and the text band changes from frame to frame, so chroma and the bars are computed once.
 """
 
-# The file name matches pytest's test-module pattern, so ruff's pytest rules would treat
-# test_pattern_chunks as a test function and object to its default arguments.
-# ruff: noqa: PT028
-
 from __future__ import annotations
 
 import itertools
@@ -26,9 +22,8 @@ import av
 import numpy as np
 from av.video.reformatter import ColorPrimaries, ColorRange, ColorTrc
 
-from channels_admin.remux import MUX_OPTIONS, PacketSink
+from channels_admin.streaming.remux import MUX_OPTIONS, PacketSink
 
-TS_PACKET_SIZE = 188
 AUDIO_SAMPLE_RATE = 48_000
 AUDIO_BITRATE = 64_000
 AAC_FRAME_SAMPLES = 1024  # fixed by AAC-LC; the encoder rejects other frame sizes
@@ -71,7 +66,7 @@ class PatternOptions:
         return max(1, round(self.gop_seconds * self.fps))
 
 
-def test_pattern_chunks(
+def demo_chunks(
     options: PatternOptions = PatternOptions(),  # frozen, so one shared default is safe
     *,
     realtime: bool = True,
@@ -137,10 +132,6 @@ def test_pattern_chunks(
         # Idempotent: after a normal end this is a no-op; after an early close it frees the
         # encoders (and their threads) instead of waiting for garbage collection.
         container.close()
-
-
-# pytest collects callables named test_* from any module it imports; this is not a test.
-test_pattern_chunks.__test__ = False  # type: ignore[attr-defined]
 
 
 def _x264_options(options: PatternOptions) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The live test-pattern generator: real encoding, decoded back with PyAV."""
+"""The demo encoder, a live test pattern: real encoding, decoded back with PyAV."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import av
 import numpy as np
 import pytest
 
-# Imported as a module: a bare `test_pattern_chunks` here would be collected as a test.
-from channels_admin import test_pattern as tp
+# Imported as a module, which the pacing tests patch.
+from channels_admin.streaming import demo_encoder
+from channels_admin.streaming.ts import TS_PACKET
 
-SMALL = tp.PatternOptions(width=320, height=180)
+SMALL = demo_encoder.PatternOptions(width=320, height=180)
 FPS = SMALL.fps
 # At 320x180 the bars fill rows 0-107, the sweeping box 20 px wide runs in rows 109-122 and
 # moves 6 px a frame (see _Painter); these numbers pin that layout down.
@@ -26,8 +27,8 @@ BOX_STEP = 6
 COLOUR_TOLERANCE = 10
 
 
-def stream(options: tp.PatternOptions = SMALL, seconds: float = 2.0) -> list[bytes]:
-    return list(tp.test_pattern_chunks(options, realtime=False, max_seconds=seconds))
+def stream(options: demo_encoder.PatternOptions = SMALL, seconds: float = 2.0) -> list[bytes]:
+    return list(demo_encoder.demo_chunks(options, realtime=False, max_seconds=seconds))
 
 
 def decode_video(data: bytes) -> list[av.VideoFrame]:
@@ -68,10 +69,10 @@ def test_every_chunk_is_whole_ts_packets():
     chunks = stream()
 
     assert chunks
-    assert [len(chunk) % tp.TS_PACKET_SIZE for chunk in chunks] == [0] * len(chunks)
+    assert [len(chunk) % TS_PACKET for chunk in chunks] == [0] * len(chunks)
     data = b"".join(chunks)
-    sync_bytes = data[:: tp.TS_PACKET_SIZE]
-    assert sync_bytes == b"\x47" * (len(data) // tp.TS_PACKET_SIZE)
+    sync_bytes = data[::TS_PACKET]
+    assert sync_bytes == b"\x47" * (len(data) // TS_PACKET)
 
 
 def test_stream_decodes_to_h264_frames_of_the_requested_size_with_aac_audio():
@@ -94,7 +95,7 @@ def test_stream_decodes_to_h264_frames_of_the_requested_size_with_aac_audio():
 
 
 def test_stream_without_audio_has_only_video():
-    options = tp.PatternOptions(width=320, height=180, audio=False, fps=10)
+    options = demo_encoder.PatternOptions(width=320, height=180, audio=False, fps=10)
 
     data = b"".join(stream(options, seconds=1.5))
 
@@ -111,8 +112,8 @@ def test_picture_moves_and_bars_have_their_colours():
     assert box_columns(first) == (0, BOX_WIDTH - 1)
     assert box_columns(second) == (BOX_STEP, BOX_STEP + BOX_WIDTH - 1)
     pixels = first.to_ndarray(format="rgb24")
-    bar_width = 320 / len(tp.BAR_COLOURS_RGB)
-    for bar, expected in enumerate(tp.BAR_COLOURS_RGB):
+    bar_width = 320 / len(demo_encoder.BAR_COLOURS_RGB)
+    for bar, expected in enumerate(demo_encoder.BAR_COLOURS_RGB):
         centre = int((bar + 0.5) * bar_width)
         patch = pixels[BAR_ROWS, centre - 8 : centre + 8].reshape(-1, 3).astype(int)
         error = np.abs(patch - np.array(expected)).max()
@@ -147,7 +148,7 @@ def test_client_joining_mid_stream_decodes_from_the_next_keyframe():
 
 def test_realtime_output_follows_the_wall_clock():
     started = time.monotonic()
-    chunks = list(tp.test_pattern_chunks(SMALL, realtime=True, max_seconds=0.5))
+    chunks = list(demo_encoder.demo_chunks(SMALL, realtime=True, max_seconds=0.5))
     elapsed = time.monotonic() - started
 
     # 13 frames: the last is due 12/25 = 0.48 s after the first.
@@ -156,7 +157,7 @@ def test_realtime_output_follows_the_wall_clock():
 
 
 class FakeClock:
-    """Stands in for the time module inside test_pattern, so pacing is checked exactly."""
+    """Stands in for the time module inside demo_encoder, so pacing is checked exactly."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -172,10 +173,10 @@ def paced_chunk_times(
     monkeypatch: pytest.MonkeyPatch, stall_after: int, stall: float
 ) -> list[float]:
     clock = FakeClock()
-    monkeypatch.setattr(tp, "time", clock)
-    options = tp.PatternOptions(width=320, height=180, audio=False)
+    monkeypatch.setattr(demo_encoder, "time", clock)
+    options = demo_encoder.PatternOptions(width=320, height=180, audio=False)
     times = []
-    for index, _chunk in enumerate(tp.test_pattern_chunks(options, max_seconds=2.0)):
+    for index, _chunk in enumerate(demo_encoder.demo_chunks(options, max_seconds=2.0)):
         times.append(clock.now - 1000.0)
         if index == stall_after:
             clock.now += stall
@@ -204,12 +205,12 @@ def test_pacing_starts_a_fresh_clock_after_a_long_stall(monkeypatch):
 def test_closing_the_generator_early_releases_the_encoder():
     threads_before = os_thread_count()
     python_threads_before = threading.active_count()
-    chunks = tp.test_pattern_chunks(SMALL, realtime=False)
+    chunks = demo_encoder.demo_chunks(SMALL, realtime=False)
 
     first = next(chunks)
     chunks.close()
 
-    assert len(first) % tp.TS_PACKET_SIZE == 0
+    assert len(first) % TS_PACKET == 0
     with pytest.raises(StopIteration):
         next(chunks)
     assert os_thread_count_settled(threads_before) == threads_before
@@ -220,4 +221,4 @@ def test_options_reject_sizes_that_4_2_0_cannot_encode():
     with pytest.raises(
         ValueError, match=r"^width and height must be even and at least 32, got 321x180$"
     ):
-        tp.PatternOptions(width=321, height=180)
+        demo_encoder.PatternOptions(width=321, height=180)

@@ -21,22 +21,29 @@ pub/sub channel ``<prefix>:switch``.
 Every process with viewers reports its count under ``<prefix>:viewers:<identity>``, with the
 same expiry as the owner's key and listed in the set ``<prefix>:viewers``, so that any process
 can answer how many viewers watch in all; a dead process's count runs out with its key.
+
+What Redis refuses or fails to do reaches the hub as :class:`RelayError`, so the hub deals with
+one error of its relay and knows nothing of Redis.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import ParamSpec, TypeVar
 
 import redis.asyncio as redis
 
 logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # Renew the owner's key this often, as a share of its expiry.
 RENEW_SHARE = 3
@@ -58,6 +65,28 @@ return 0
 """
 
 
+class RelayError(Exception):
+    """Redis could not be reached, or failed a command; the caller goes on without the relay."""
+
+
+@contextlib.contextmanager
+def _relay_errors() -> Iterator[None]:
+    """Redis's errors, raised as :class:`RelayError`."""
+    try:
+        yield
+    except redis.RedisError as error:
+        raise RelayError(str(error)) from error
+
+
+def _raising_relay_error(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        with _relay_errors():
+            return await method(*args, **kwargs)
+
+    return wrapper
+
+
 class Relay:
     """One process's side of the relay: ownership, publishing, following, switches."""
 
@@ -77,6 +106,7 @@ class Relay:
     def renew_seconds(self) -> float:
         return self._lock_ms / 1000 / RENEW_SHARE
 
+    @_raising_relay_error
     async def own(self) -> bool:
         """Whether this process owns the upstream now: it held the key (renewed) or took it."""
         renewed = await self._redis.eval(_RENEW, 1, self._owner_key, self.identity, self._lock_ms)
@@ -89,10 +119,12 @@ class Relay:
         with contextlib.suppress(redis.RedisError):
             await self._redis.eval(_RELEASE, 1, self._owner_key, self.identity)
 
+    @_raising_relay_error
     async def owner(self) -> str | None:
         value = await self._redis.get(self._owner_key)
         return value.decode() if value is not None else None
 
+    @_raising_relay_error
     async def publish(self, generation: str, data: bytes) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.xadd(
@@ -108,22 +140,25 @@ class Relay:
     async def follow(self, generation: str) -> AsyncIterator[bytes]:
         """The owner's chunks of ``generation``, as they come; ends (so that the caller can try
         to take over) when the owner's key is gone."""
-        if self._position is not None and self._position[0] == generation:
-            last = self._position[1]
-        else:
-            last = await self._catch_up_start(generation)
-        block_ms = self._lock_ms // RENEW_SHARE
-        while True:
-            read = await self._redis.xread({self._stream: last}, count=READ_CHUNKS, block=block_ms)
-            if not read:
-                if await self.owner() is None:
-                    return
-                continue
-            for entry_id, fields in read[0][1]:
-                last = entry_id
-                self._position = (generation, entry_id)
-                if fields[b"g"].decode() == generation:
-                    yield fields[b"d"]
+        with _relay_errors():
+            if self._position is not None and self._position[0] == generation:
+                last = self._position[1]
+            else:
+                last = await self._catch_up_start(generation)
+            block_ms = self._lock_ms // RENEW_SHARE
+            while True:
+                read = await self._redis.xread(
+                    {self._stream: last}, count=READ_CHUNKS, block=block_ms
+                )
+                if not read:
+                    if await self.owner() is None:
+                        return
+                    continue
+                for entry_id, fields in read[0][1]:
+                    last = entry_id
+                    self._position = (generation, entry_id)
+                    if fields[b"g"].decode() == generation:
+                        yield fields[b"d"]
 
     async def _catch_up_start(self, generation: str) -> bytes:
         """Where to start reading: before the latest entries of ``generation`` already in the
@@ -136,6 +171,7 @@ class Relay:
             start = _preceding(entry_id)
         return start
 
+    @_raising_relay_error
     async def announce(self, switch: dict) -> None:
         """Tell every process (this one too) that the channel switched."""
         await self._redis.publish(self._switch_channel, json.dumps(switch))
@@ -155,6 +191,7 @@ class Relay:
                 with contextlib.suppress(redis.RedisError):
                     await pubsub.aclose()
 
+    @_raising_relay_error
     async def viewers_report(self, count: int) -> None:
         """Record this process's viewer count until the expiry; call again within it."""
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -162,6 +199,7 @@ class Relay:
             pipe.sadd(self._viewers_key, self.identity)
             await pipe.execute()
 
+    @_raising_relay_error
     async def viewers_total(self) -> int:
         """The viewers of every live process, as last reported; forgets the processes whose
         count ran out. (One that reports meanwhile may be forgotten too: its next report, within

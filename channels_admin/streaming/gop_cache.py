@@ -22,7 +22,8 @@ import time
 
 import numpy as np
 
-TS_PACKET = 188
+from channels_admin.streaming.ts import TS_PACKET
+
 PAT_PID = 0
 # ISO/IEC 13818-1 stream types of video
 H264, HEVC = 0x1B, 0x24

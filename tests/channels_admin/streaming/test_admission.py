@@ -1,6 +1,6 @@
-"""Admission of /ts viewers (channels_admin/admission.py): the guard that needs no tuning, on a
-real event loop and look by look. The fixed cap, and the guard in the real server, are tested in
-test_stream_server.py."""
+"""Admission of /ts viewers (channels_admin/streaming/admission.py): the guard that needs no
+tuning, on a real event loop and look by look. The fixed cap, and the guard in the real server,
+are tested in test_stream_server.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import re
 import time
 
-from channels_admin.admission import CALM_SEC, LATE_SEC, WINDOW_SEC, Admission, LoadGuard
+from channels_admin.streaming.admission import CALM_SEC, LATE_SEC, WINDOW_SEC, Admission, LoadGuard
 
 
 class Viewers:

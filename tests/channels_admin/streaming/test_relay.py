@@ -9,7 +9,7 @@ import uuid
 import pytest
 import redis.asyncio as redis
 
-from channels_admin.relay import BACKLOG_CHUNKS, CATCH_UP_CHUNKS, Relay, _preceding
+from channels_admin.streaming.relay import BACKLOG_CHUNKS, CATCH_UP_CHUNKS, Relay, _preceding
 from tests.config.test_scale_out import REDIS_URL, needs_redis
 
 pytestmark = needs_redis

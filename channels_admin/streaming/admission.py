@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 
 class Viewers(Protocol):
-    """What the guard watches (:class:`~channels_admin.hub.Hub`)."""
+    """What the guard watches (:class:`~channels_admin.streaming.hub.Hub`)."""
 
     @property
     def streamed_bytes(self) -> int:

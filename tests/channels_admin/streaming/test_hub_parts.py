@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from channels_admin.hub import TS_PACKET, Hub, PacketAligner, Subscription
+from channels_admin.streaming.hub import Hub
+from channels_admin.streaming.subscription import Subscription
+from channels_admin.streaming.ts import TS_PACKET, PacketAligner
 
 
 def packets(count: int, start: int = 0) -> bytes:

@@ -16,9 +16,10 @@ import threading
 
 import av
 
+from channels_admin.streaming.ts import TS_PACKET
+
 logger = logging.getLogger(__name__)
 
-TS_PACKET = 188
 # FFmpeg repeats PAT and PMT before every video key frame; the short period also lets a client
 # that joins between key frames learn the programme layout at once. flush_packets hands every
 # muxed packet over at once instead of when FFmpeg's 32 KiB buffer fills.

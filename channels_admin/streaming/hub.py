@@ -1,7 +1,8 @@
 """The fan-out hub: ONE upstream HTTP connection, its MPEG-TS bytes relayed to every viewer.
 
 The hub knows nothing about views or the database: bytes come in from the upstream, whole
-188-byte packets go out to subscriptions, and status changes are reported to a callback.
+188-byte packets (``ts.py``) go out to subscriptions (``subscription.py``), and status changes
+are reported to a callback.
 
 - At most one upstream connection exists at any time. A switch cancels the reader and waits for
   its connection to close before the next one opens, so the provider never sees two.
@@ -17,9 +18,10 @@ The hub knows nothing about views or the database: bytes come in from the upstre
 - When the process cannot carry its viewers, the load guard (``admission.py``) ends the streams
   of the newest (:meth:`Hub.shed`); what each viewer lost is counted for it
   (:meth:`Hub.viewer_drops`).
-- With a :class:`~channels_admin.relay.Relay` (several server processes), only the process that
-  owns the upstream reads it, and publishes what it reads; the others follow those chunks. Each
-  process reports its viewer count there too, so that :meth:`Hub.viewers_total` counts them all.
+- With a :class:`~channels_admin.streaming.relay.Relay` (several server processes), only the
+  process that owns the upstream reads it, and publishes what it reads; the others follow those
+  chunks. Each process reports its viewer count there too, so that :meth:`Hub.viewers_total`
+  counts them all.
 """
 
 from __future__ import annotations
@@ -29,21 +31,25 @@ import contextlib
 import enum
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
-import redis
 
-from channels_admin.gop_cache import GopCache
-from channels_admin.hls import PLAYLIST_MAX_BYTES, HlsError, HlsReader, Response, looks_like_hls
-from channels_admin.relay import Relay
+from channels_admin.streaming.gop_cache import GopCache
+from channels_admin.streaming.hls import (
+    PLAYLIST_MAX_BYTES,
+    HlsError,
+    HlsReader,
+    Response,
+    looks_like_hls,
+)
+from channels_admin.streaming.relay import Relay, RelayError
+from channels_admin.streaming.subscription import Subscription
+from channels_admin.streaming.ts import PacketAligner
 
 logger = logging.getLogger(__name__)
 
-TS_PACKET = 188
-TS_SYNC = 0x47
 # An upstream that sends this much without two packets in sync is not sending MPEG-TS.
 SYNC_GIVE_UP_BYTES = 1024 * 1024
 SEGMENT_MAX_BYTES = 256 * 1024 * 1024  # an HLS segment, key or init section
@@ -70,94 +76,6 @@ class Upstream:
 
 class UpstreamError(Exception):
     pass
-
-
-class PacketAligner:
-    """Cuts a byte stream into runs of whole TS packets, finding (and re-finding) the sync."""
-
-    def __init__(self) -> None:
-        self._pending = b""
-        self._synced = False
-        self.skipped = 0  # bytes thrown away while looking for the sync
-
-    def feed(self, data: bytes) -> bytes:
-        buffer = self._pending + data if self._pending else data
-        if not self._synced or not self._in_sync(buffer):
-            start = self._find_sync(buffer)
-            if start is None:
-                keep = buffer[-(2 * TS_PACKET) :]
-                self.skipped += len(buffer) - len(keep)
-                self._pending = keep
-                return b""
-            self.skipped += start
-            buffer = buffer[start:]
-            self._synced = True
-        whole = len(buffer) - len(buffer) % TS_PACKET
-        self._pending = buffer[whole:]
-        return buffer[:whole]
-
-    @staticmethod
-    def _in_sync(buffer: bytes) -> bool:
-        syncs = buffer[: len(buffer) - len(buffer) % TS_PACKET : TS_PACKET]
-        return syncs.count(TS_SYNC) == len(syncs)
-
-    @staticmethod
-    def _find_sync(buffer: bytes) -> int | None:
-        """First offset where three consecutive packets start with the sync byte."""
-        position = buffer.find(TS_SYNC)
-        while position != -1 and position + 2 * TS_PACKET < len(buffer):
-            if buffer[position + TS_PACKET] == TS_SYNC == buffer[position + 2 * TS_PACKET]:
-                return position
-            position = buffer.find(TS_SYNC, position + 1)
-        return None
-
-
-class Subscription:
-    """One viewer's bounded buffer; when it overflows the oldest chunks are dropped."""
-
-    def __init__(self, limit_bytes: int) -> None:
-        self._limit = limit_bytes
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-        self._wakeup = asyncio.Event()
-        self.ended = self.cut_off = False
-        self.dropped_bytes = 0  # what this viewer lost: its buffer overflowed, or was skipped
-
-    def widen(self, limit_bytes: int) -> None:
-        """Hold at least ``limit_bytes`` from now on (the upstream comes in larger bursts)."""
-        self._limit = max(self._limit, limit_bytes)
-
-    def push(self, chunk: bytes) -> None:
-        self._chunks.append(chunk)
-        self._size += len(chunk)
-        while self._size > self._limit and len(self._chunks) > 1:
-            dropped = self._chunks.popleft()
-            self._size -= len(dropped)
-            self.dropped_bytes += len(dropped)
-        self._wakeup.set()
-
-    def skipped(self, size: int) -> None:
-        """The viewer's writer skipped a chunk of ``size`` bytes (its socket was backed up)."""
-        self.dropped_bytes += size
-
-    def end(self, *, cut_off: bool = False) -> None:
-        """No more data; ``cut_off``: because the process cannot carry this viewer."""
-        self.ended, self.cut_off = True, cut_off
-        self._wakeup.set()
-
-    async def next_data(self) -> bytes | None:
-        """The oldest buffered chunk (waiting for one), or None once ended.
-
-        One chunk at a time, never joined: under load a viewer's backlog would otherwise be
-        copied into ever larger writes just when the CPU is shortest."""
-        while not self._chunks:
-            if self.ended:
-                return None
-            self._wakeup.clear()
-            await self._wakeup.wait()
-        data = self._chunks.popleft()
-        self._size -= len(data)
-        return data
 
 
 EventCallback = Callable[[HubEvent, Upstream, str], Awaitable[None]]
@@ -229,7 +147,7 @@ class Hub:
             return self.viewers
         try:
             return await self._relay.viewers_total()
-        except redis.RedisError as error:
+        except RelayError as error:
             logger.warning("relay: could not count the viewers: %s", error)
             return self.viewers
 
@@ -273,7 +191,7 @@ class Hub:
             self._viewers_changed.clear()
             try:
                 await relay.viewers_report(self.viewers)
-            except redis.RedisError as error:
+            except RelayError as error:
                 logger.warning("relay: could not report the viewers: %s", error)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._viewers_changed.wait(), relay.renew_seconds)
@@ -320,7 +238,7 @@ class Hub:
                 else:
                     async for data in relay.follow(self._generation):
                         self._push(data)
-            except redis.RedisError as error:
+            except RelayError as error:
                 logger.warning("relay: %s; trying again in %.1fs", error, relay.renew_seconds)
                 await asyncio.sleep(relay.renew_seconds)
 
@@ -357,7 +275,7 @@ class Hub:
     async def _publish(self, data: bytes) -> None:
         try:
             await self._relay.publish(self._generation, data)
-        except redis.RedisError as error:
+        except RelayError as error:
             # The viewers of this process go on; the renewal decides who owns the upstream.
             logger.warning("relay: could not publish a chunk: %s", error)
 
