@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
 from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks  # noqa: E402
+from channels_admin.streaming.ts import TS_PACKET as PACKET  # noqa: E402
 
-PACKET = 188
 VIDEO_PID = 0x100  # FFmpeg's muxer gives its first stream this PID
 JOIN_TIMEOUT_SEC = 30
 

@@ -11,17 +11,14 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
+from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from channels_admin.services.stream import (
-    STATUS_GROUP,
-    stream_admission,
-    stream_hub,
-    viewer_status,
-)
-from channels_admin.streaming.admission import RETRY_AFTER_SEC
+from channels_admin.selectors import viewer_counts, viewer_status
+from channels_admin.services.status import STATUS_GROUP
+from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
 from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
 from core.backpressure import WriteGate
 from core.threads import iterate_in_thread
@@ -110,25 +107,19 @@ class TransportStreamConsumer(StreamingConsumer):
     subscription = None
 
     async def open_stream(self) -> NextChunk | None:
-        hub = await stream_hub()
-        if hub.upstream is None:
+        joined = await viewer_join()
+        if isinstance(joined, Refusal):
+            retry = str(joined.retry_after_sec).encode()
             await self.send_response(
-                503,
-                b"no channel selected: an administrator must pick one first",
-                headers=[TEXT, (b"Retry-After", b"5")],
+                503, joined.reason.encode(), headers=[TEXT, (b"Retry-After", retry)]
             )
             return None
-        refusal = stream_admission().refusal(hub.viewers)
-        if refusal is not None:
-            retry = str(RETRY_AFTER_SEC).encode()
-            await self.send_response(503, refusal.encode(), headers=[TEXT, (b"Retry-After", retry)])
-            return None
-        self.subscription = hub.subscribe()
-        return self.subscription.next_data
+        self.subscription = joined
+        return joined.next_data
 
     async def close_stream(self) -> None:
         if self.subscription is not None:
-            (await stream_hub()).unsubscribe(self.subscription)
+            await viewer_leave(subscription=self.subscription)
 
     def chunk_skipped(self, size: int) -> None:
         self.subscription.skipped(size)
@@ -176,14 +167,18 @@ class StatusConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
         await self.accept()
-        await self.send_json(await viewer_status())
+        await self._send_status()
 
     async def disconnect(self, code: int) -> None:
         await self.channel_layer.group_discard(STATUS_GROUP, self.channel_name)
 
     async def receive_json(self, content: object, **kwargs: object) -> None:
         if isinstance(content, dict) and content.get("type") == "refresh":
-            await self.send_json(await viewer_status())
+            await self._send_status()
 
     async def status_changed(self, event: dict) -> None:
-        await self.send_json(await viewer_status())
+        await self._send_status()
+
+    async def _send_status(self) -> None:
+        status = await database_sync_to_async(viewer_status)()
+        await self.send_json({**status, **await viewer_counts()})

@@ -48,6 +48,12 @@ class Playlist(models.Model):
         return self.source_url or settings.CHANNELS_PLAYLIST_URL
 
 
+class ChannelQuerySet(models.QuerySet):
+    def of_default_playlist(self) -> ChannelQuerySet:
+        """The channels of the one playlist served (``Playlist.DEFAULT_NAME``)."""
+        return self.filter(playlist__name=Playlist.DEFAULT_NAME)
+
+
 class Channel(models.Model):
     """One entry of the playlist, in playlist order (``position``)."""
 
@@ -77,6 +83,8 @@ class Channel(models.Model):
     # and the ID share one column (joined by a newline) so a search is one LIKE per row.
     search_text = models.CharField(max_length=801, editable=False)
     search_group = models.CharField(max_length=300, blank=True, editable=False)
+
+    objects = ChannelQuerySet.as_manager()
 
     class Meta:
         ordering = ["playlist", "position"]
@@ -138,3 +146,13 @@ class StreamState(models.Model):
 
     def __str__(self) -> str:
         return self.channel_name or "no channel"
+
+    @classmethod
+    def load(cls) -> StreamState:
+        """The row; an unsaved one with the defaults while no channel was ever selected."""
+        return cls.objects.filter(pk=cls.SINGLETON_PK).first() or cls()
+
+    @property
+    def generation(self) -> str:
+        """What names the current switch in every process: when it was made, as recorded."""
+        return self.switch_started_at.isoformat() if self.switch_started_at else ""

@@ -7,12 +7,13 @@ from typing import Any
 from django.db.models import Count
 
 from channels_admin.models import Channel, Playlist, StreamState
+from channels_admin.runtime import stream_runtime
 
 
 def channels_search(*, search: str = "", group: str = "") -> list[dict[str, str]]:
     """Channels in playlist order; ``search`` matches a casefolded substring of the name or
     ID, ``group`` the whole group name ignoring case; empty means no filter."""
-    channels = Channel.objects.filter(playlist__name=Playlist.DEFAULT_NAME)
+    channels = Channel.objects.of_default_playlist()
     # A newline joins name and ID in search_text, so a needle with one would match across.
     needle = search.replace("\n", "").casefold()
     if needle:
@@ -31,7 +32,7 @@ def channels_search(*, search: str = "", group: str = "") -> list[dict[str, str]
 def groups_list() -> list[dict[str, Any]]:
     """Non-empty groups with their channel counts, sorted by name."""
     rows = (
-        Channel.objects.filter(playlist__name=Playlist.DEFAULT_NAME)
+        Channel.objects.of_default_playlist()
         .exclude(group="")
         .values("group")
         .annotate(channels=Count("id"))
@@ -43,8 +44,8 @@ def groups_list() -> list[dict[str, Any]]:
 
 
 def stream_status() -> dict[str, Any]:
-    state = StreamState.objects.filter(pk=StreamState.SINGLETON_PK).first() or StreamState()
-    playlist = Playlist.objects.filter(name=Playlist.DEFAULT_NAME).only("version").first()
+    """The stream's status for the admin, the stream URL included."""
+    state = StreamState.load()
     return {
         "channel_name": state.channel_name,
         "live": state.live,
@@ -52,9 +53,57 @@ def stream_status() -> dict[str, Any]:
         "upstream_down": state.upstream_down,
         "upstream_detail": state.upstream_detail,
         "upstream_info": state.upstream_info,
-        "playlist_version": playlist.version if playlist else 0,
+        "playlist_version": _playlist_version(),
         "switch_started_at": (
             state.switch_started_at.isoformat() if state.switch_started_at else None
         ),
         "current_stream_url": state.current_stream_url,
+    }
+
+
+def viewer_status() -> dict[str, Any]:
+    """What the public viewer page may know: no stream URL (it may carry credentials)."""
+    state = StreamState.load()
+    channel = (
+        Channel.objects.of_default_playlist()
+        .filter(channel_id=state.channel_id)
+        .only("logo", "group", "chno")
+        .first()
+        if state.channel_id
+        else None
+    )
+    return {
+        "channel_name": state.channel_name,
+        "channel_logo": channel.logo if channel else "",
+        "channel_group": channel.group if channel else "",
+        "channel_number": channel.chno if channel else "",
+        "live": state.live,
+        "transitioning": state.transitioning,
+        "upstream_down": state.upstream_down,
+        "upstream_info": state.upstream_info,
+        "playlist_version": _playlist_version(),
+    }
+
+
+def _playlist_version() -> int:
+    version = (
+        Playlist.objects.filter(name=Playlist.DEFAULT_NAME)
+        .values_list("version", flat=True)
+        .first()
+    )
+    return version or 0
+
+
+async def viewer_counts() -> dict[str, Any]:
+    """``viewers``: every server process's; whether this process is ``refusing_viewers`` now,
+    how many it has refused (``viewers_refused``) and cut off when it could not carry them
+    (``viewers_shed``) since it started."""
+    runtime = stream_runtime()
+    hub = await runtime.hub()
+    admission = runtime.admission
+    return {
+        "viewers": await hub.viewers_total(),
+        "refusing_viewers": admission.refusing(hub.viewers),
+        "viewers_refused": admission.refused,
+        "viewers_shed": admission.guard.shed if admission.guard is not None else 0,
     }

@@ -26,7 +26,7 @@ from django.utils import timezone
 from channels_admin.errors import PlaylistReloadError
 from channels_admin.m3u import M3UParseError, M3UPlaylist, channel_ids, m3u_parse
 from channels_admin.models import Channel, Playlist, StreamState
-from channels_admin.services.stream import status_broadcast
+from channels_admin.services.status import status_broadcast
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,9 @@ from django.db import connections
 from django.test import AsyncClient
 
 from channels_admin.models import Channel, Playlist, StreamState
+from channels_admin.runtime import stream_runtime
 from channels_admin.services.playlists import playlist_reload
-from channels_admin.services.stream import stream_hub, stream_hub_shutdown
+from channels_admin.services.stream import stream_hub_shutdown
 from tests.channels_admin.conftest import m3u
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -173,7 +174,7 @@ async def test_select_channel_updates_status_and_points_the_hub(
     )
     assert state.current_stream_url == upstream.url("/2.ts")
     assert state.switch_started_at is not None
-    assert (await stream_hub()).upstream.url == upstream.url("/2.ts")
+    assert (await stream_runtime().hub()).upstream.url == upstream.url("/2.ts")
 
 
 @pytest.mark.parametrize(

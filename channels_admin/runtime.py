@@ -1,0 +1,110 @@
+"""This process's stream runtime: its hub, the admission of its viewers, and (with Redis) the
+listener that makes its hub follow the switches other processes make.
+
+One object per process (:func:`stream_runtime`), because the hub holds the process's ONE
+upstream connection: two hubs would open two. The hub itself is built on first use, on the
+event loop, since building it resumes the channel that was live before a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from channels_admin.models import StreamState
+from channels_admin.services.status import hub_event_record
+from channels_admin.streaming.admission import Admission, LoadGuard
+from channels_admin.streaming.hub import Hub, Upstream
+from channels_admin.streaming.relay import Relay
+
+
+class StreamRuntime:
+    """The hub (built once, behind a lock), the admission of ``/ts`` viewers, and the switch
+    listener; :meth:`close` ends them for a server shutdown (a later use builds a new hub)."""
+
+    def __init__(self) -> None:
+        self.admission = Admission(max_viewers=settings.CHANNELS_MAX_VIEWERS)
+        self._hub: Hub | None = None
+        self._hub_ready: asyncio.Lock | None = None
+        self._switch_listener: asyncio.Task[None] | None = None
+
+    async def hub(self) -> Hub:
+        """The hub; the first call resumes the channel that was live before a restart. With
+        ``REDIS_URL`` it joins the other processes' hubs through the relay."""
+        if self._hub_ready is None:
+            self._hub_ready = asyncio.Lock()
+        async with self._hub_ready:
+            if self._hub is None:
+                self._hub = await self._hub_start()
+        return self._hub
+
+    async def _hub_start(self) -> Hub:
+        relay = (
+            Relay(
+                settings.REDIS_URL,
+                prefix=settings.CHANNELS_RELAY_PREFIX,
+                lock_seconds=settings.CHANNELS_RELAY_LOCK_SEC,
+            )
+            if settings.REDIS_URL
+            else None
+        )
+        hub = Hub(
+            connect_timeout=settings.CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC,
+            read_timeout=settings.CHANNELS_UPSTREAM_READ_TIMEOUT_SEC,
+            viewer_buffer_bytes=settings.CHANNELS_VIEWER_BUFFER_BYTES,
+            on_event=hub_event_record,
+            relay=relay,
+            hls_max_bandwidth=settings.CHANNELS_HLS_MAX_BANDWIDTH,
+            gop_cache_bytes=settings.CHANNELS_GOP_CACHE_BYTES,
+            gop_cache_seconds=settings.CHANNELS_GOP_CACHE_SEC,
+        )
+        state = await database_sync_to_async(StreamState.load)()
+        if state.live and state.current_stream_url:
+            await hub.switch(
+                Upstream(state.current_stream_url, state.upstream_headers), state.generation
+            )
+        if relay is not None:
+            self._switch_listener = asyncio.create_task(relay.listen(self._switch_followed))
+        guard = LoadGuard(hub)
+        guard.start()
+        self.admission.guard = guard
+        return hub
+
+    async def switch(self, upstream: Upstream, generation: str) -> None:
+        """Point this process's hub at ``upstream`` and tell the other processes' hubs."""
+        hub = await self.hub()
+        await hub.switch(upstream, generation)
+        if hub.relay is not None:
+            await hub.relay.announce(
+                {"url": upstream.url, "headers": dict(upstream.headers), "generation": generation}
+            )
+
+    async def _switch_followed(self, switch: dict) -> None:
+        """A switch announced by any process: this process's hub follows unless it made it."""
+        hub = self._hub
+        if hub is not None and hub.generation != switch["generation"]:
+            await hub.switch(Upstream(switch["url"], switch["headers"]), switch["generation"])
+
+    async def close(self) -> None:
+        """Close the upstream connection and end the viewers (server shutdown, tests)."""
+        hub, self._hub = self._hub, None
+        listener, self._switch_listener = self._switch_listener, None
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+        if hub is not None:
+            await hub.close()
+        guard, self.admission.guard = self.admission.guard, None
+        if guard is not None:
+            await guard.stop()
+
+
+@functools.cache
+def stream_runtime() -> StreamRuntime:
+    """This process's stream runtime, built on the first call."""
+    return StreamRuntime()
