@@ -33,7 +33,8 @@ import cv2
 import numpy as np
 from skimage.graph import MCP_Geometric
 
-from segmentation.engines.classic.cutout import COLOUR_LIMIT, MIXTURE_SAMPLE, crop_box, fit_mixture
+from segmentation.engines.classic.colour_model import COLOUR_LIMIT, MIXTURE_SAMPLE, fit_mixture
+from segmentation.engines.classic.crop import crop_box
 from segmentation.engines.classic.graphcut import cut as graph_cut
 from segmentation.engines.classic.graphcut import mixture_log_likelihood
 

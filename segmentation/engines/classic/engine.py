@@ -40,13 +40,9 @@ import numpy as np
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
 from segmentation.engines.classic.click_cut import Click, Terrain, cut_clicks, prior_seed
-from segmentation.engines.classic.cutout import (
-    ColourModel,
-    EvidenceMap,
-    colour_model,
-    crop_box,
-    cut_in_band,
-)
+from segmentation.engines.classic.colour_model import ColourModel, EvidenceMap, colour_model
+from segmentation.engines.classic.crop import crop_box
+from segmentation.engines.classic.cutout import cut_in_band
 from segmentation.engines.classic.flow import PRESETS, FlowWarp, object_motion, warp, warp_rigid
 from segmentation.engines.classic.local_colour import EdgeModels
 from segmentation.engines.frames import FrameSource

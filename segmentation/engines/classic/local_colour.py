@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from segmentation.engines.classic.cutout import COLOUR_LIMIT, fit_mixture
+from segmentation.engines.classic.colour_model import COLOUR_LIMIT, fit_mixture
 from segmentation.engines.classic.graphcut import mixture_log_likelihood
 
 RADIUS = 3  # a window's half-size, in bands: it sees the band on both sides and beyond

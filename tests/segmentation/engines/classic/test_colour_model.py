@@ -1,9 +1,28 @@
+"""Colour models (segmentation/engines/classic/colour_model.py): fitting a mixture without
+randomness, learning an object's model, and the evidence it gives."""
+
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from segmentation.engines.classic.cutout import COLOUR_LIMIT, EvidenceMap, colour_model
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from segmentation.engines.classic.colour_model import (
+    COLOUR_LIMIT,
+    COMPONENTS,
+    COVARIANCE_FLOOR,
+    EvidenceMap,
+    colour_model,
+    fit_mixture,
+)
 from segmentation.engines.classic.graphcut import mixture_log_likelihood
+from tests.conftest import ROOT
+
+REGRESSIONS = ROOT.parent / "shared" / "data" / "regressions"
 
 
 def two_colour_frame() -> tuple[np.ndarray, np.ndarray]:
@@ -76,3 +95,53 @@ def test_a_model_keeps_its_background_sample_alone() -> None:
     sample = colour_model(image, square).background_sample
 
     assert sample.base is None  # its own memory, not a view of every outside pixel
+
+
+def test_fit_mixture_is_deterministic_and_finds_the_colours() -> None:
+    random = np.random.default_rng(1)
+    pixels = np.concatenate(
+        [random.normal(c, 2.0, (500, 3)) for c in ([20, 20, 20], [200, 30, 30], [30, 200, 30])]
+    )
+
+    first, second = fit_mixture(pixels), fit_mixture(pixels[::-1].copy())
+
+    assert first.shape == (1, 13 * COMPONENTS)
+    weights = first[0, :COMPONENTS]
+    assert math.isclose(weights.sum(), 1.0)
+    means = first[0, COMPONENTS : 4 * COMPONENTS].reshape(COMPONENTS, 3)[weights > 0]
+    for colour in ([20, 20, 20], [200, 30, 30], [30, 200, 30]):
+        assert np.min(np.abs(means - colour).max(axis=1)) < 3.0
+    assert np.array_equal(first, fit_mixture(pixels))
+    assert np.array_equal(np.sort(first[0, :COMPONENTS]), np.sort(second[0, :COMPONENTS]))
+
+
+@pytest.mark.skipif(not REGRESSIONS.is_dir(), reason="../shared/data/regressions is not present")
+def test_fit_mixture_of_one_pixel() -> None:
+    # the object region of one pixel that crashed OpenCV's k-means (issue 16): a single row of
+    # data reads there as three one-channel points
+    pixel = np.load(REGRESSIONS / "fit_mixture_kmeans.npy")
+
+    mixture = fit_mixture(pixel)
+
+    expected = np.zeros((1, 13 * COMPONENTS))
+    expected[0, 0] = 1.0
+    expected[0, COMPONENTS : COMPONENTS + 3] = [101.0, 96.0, 97.0]
+    covariances = np.zeros((COMPONENTS, 3, 3))
+    covariances[0] = np.eye(3) * COVARIANCE_FLOOR
+    expected[0, 4 * COMPONENTS :] = covariances.ravel()
+    assert np.array_equal(mixture, expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    arrays(
+        np.uint8, st.tuples(st.integers(1, 40), st.just(3)), elements=st.sampled_from([0, 7, 255])
+    )
+)
+def test_fit_mixture_of_few_and_flat_pixels(pixels: np.ndarray) -> None:
+    mixture = fit_mixture(pixels)
+
+    assert mixture.shape == (1, 13 * COMPONENTS)
+    assert np.isfinite(mixture).all()
+    assert math.isclose(mixture[0, :COMPONENTS].sum(), 1.0)
+    assert np.isfinite(mixture_log_likelihood(pixels, mixture)).all()

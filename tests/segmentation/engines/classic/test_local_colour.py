@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from segmentation.engines.classic.cutout import EvidenceMap, colour_model
+from segmentation.engines.classic.colour_model import EvidenceMap, colour_model
 from segmentation.engines.classic.local_colour import EdgeModels
 
 
