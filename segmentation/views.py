@@ -40,12 +40,12 @@ from segmentation.graphql.cost import PROPAGATION
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
-from segmentation.services.session_router import (
+from segmentation.services.session_types import Propagation
+from segmentation.services.sessions import (
     session_annotations,
     session_engine,
     session_propagation,
 )
-from segmentation.services.sessions import PropagatedFrame
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
@@ -124,9 +124,6 @@ def annotate_page(request: HttpRequest) -> HttpResponse:
     return render(request, "segmentation/annotate.html", context)
 
 
-ERROR_STATUS = {ErrorCode.VIDEO_NOT_FOUND: 404, ErrorCode.SESSION_NOT_FOUND: 404}
-
-
 @require_safe
 def frame_image(request: HttpRequest, frame_index: int) -> HttpResponse:
     """``GET /frames/<index>.jpg?video=<path>``: a frame of a library video, exactly as the
@@ -134,7 +131,7 @@ def frame_image(request: HttpRequest, frame_index: int) -> HttpResponse:
     try:
         file = frame_image_get(path=request.GET.get("video", ""), frame_index=frame_index)
     except SegmentationError as error:
-        return _error(ERROR_STATUS.get(error.code, 400), error.code, str(error))
+        return _refusal(error)
     response = HttpResponse(file.read_bytes(), content_type="image/jpeg")
     # A path names one video for good (uploads get new paths), so its frames never change.
     response["Cache-Control"] = "public, max-age=86400"
@@ -156,7 +153,7 @@ def masks_archive(request: HttpRequest) -> HttpResponse:
     try:
         name, archive = mask_archive_build(data=data)
     except SegmentationError as error:
-        return _error(ERROR_STATUS.get(error.code, 400), error.code, str(error))
+        return _refusal(error)
     response = HttpResponse(archive, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
@@ -166,10 +163,10 @@ def masks_archive(request: HttpRequest) -> HttpResponse:
 def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
     """``GET /annotations/<session_id>.json``: the session's masks, as a download."""
     try:
-        data = session_annotations(session_id=session_id)
+        annotations = session_annotations(session_id=session_id)
     except SegmentationError as error:
-        return _error(404, error.code, str(error))
-    response = JsonResponse(data)
+        return _refusal(error)
+    response = JsonResponse(annotations.as_message())
     response["Content-Disposition"] = f'attachment; filename="annotations-{session_id}.json"'
     return response
 
@@ -180,7 +177,7 @@ def session_engine_view(request: HttpRequest, session_id: str) -> HttpResponse:
     try:
         return JsonResponse({"engine": session_engine(session_id=session_id)})
     except SegmentationError as error:
-        return _error(404, error.code, str(error))
+        return _refusal(error)
 
 
 @csrf_exempt
@@ -212,34 +209,38 @@ async def propagate_in_video(request: HttpRequest) -> HttpResponse:
             'the body must be JSON {"session_id": "<id>", "start_frame_index": <integer>}',
         )
     try:
-        parts = await session_propagation(session_id=session_id, start_frame_index=start)
+        propagation = await session_propagation(session_id=session_id, start_frame_index=start)
     except SegmentationError as error:
-        return _error(
-            404 if error.code == ErrorCode.SESSION_NOT_FOUND else 400, error.code, str(error)
-        )
+        return _refusal(error)
     response = StreamingHttpResponse(
-        _multipart(parts), content_type=f"multipart/x-savi-stream; boundary={STREAM_BOUNDARY}"
+        _multipart(propagation), content_type=f"multipart/x-savi-stream; boundary={STREAM_BOUNDARY}"
     )
     response["Cache-Control"] = "no-cache"
     return response
 
 
-async def _multipart(parts: AsyncIterator[PropagatedFrame]) -> AsyncIterator[bytes]:
+async def _multipart(propagation: Propagation) -> AsyncIterator[bytes]:
     # Closing this stream (the client went away) closes the propagation's at once.
-    async with contextlib.aclosing(parts):
-        async for part in parts:
+    async with contextlib.aclosing(propagation.frames) as frames:
+        async for frame in frames:
+            results = [mask.as_message() for mask in frame.objects]
             body = json.dumps(
-                {"frame_index": part.frame_index, "results": part.results}, separators=(",", ":")
+                {"frame_index": frame.frame_index, "results": results}, separators=(",", ":")
             ).encode()
             head = (
                 f"--{STREAM_BOUNDARY}\r\n"
                 "Content-Type: application/json; charset=utf-8\r\n"
                 f"Content-Length: {len(body)}\r\n"
-                f"Frame-Current: {part.frame_index}\r\n"
-                f"Frame-Total: {part.frame_count}\r\n"
+                f"Frame-Current: {frame.frame_index}\r\n"
+                f"Frame-Total: {propagation.frame_count}\r\n"
                 "Mask-Type: RLE[]\r\n\r\n"
             )
             yield head.encode() + body + b"\r\n"
+
+
+def _refusal(error: SegmentationError) -> JsonResponse:
+    """The service's error, answered with the status its code carries."""
+    return _error(error.code.http_status, error.code, error.message)
 
 
 def _error(status: int, code: ErrorCode, message: str) -> JsonResponse:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import graphene
 
-from segmentation.services.session_router import session_ping
+from segmentation.services.sessions import session_ping
 
 
 class PingInput(graphene.InputObjectType):

@@ -1,12 +1,47 @@
-"""Mutations on segmentation sessions: open and close them, click, clear, remove, cancel."""
+"""Mutations on segmentation sessions: open and close them, click, clear, remove, cancel; and
+the masks they answer with."""
 
 from __future__ import annotations
 
 import graphene
 
 from core.server_timing import server_timing_add
-from segmentation.graphql.types import RLEMaskListOnFrame, masks_on_frame
-from segmentation.services import session_router as services
+from segmentation.services import sessions as services
+from segmentation.services.session_types import Clicks, FrameMasks
+
+
+class RLEMask(graphene.ObjectType):
+    """A mask as COCO run-length encoding of the column-major H x W mask."""
+
+    size = graphene.List(graphene.NonNull(graphene.Int), required=True, description="[H, W].")
+    counts = graphene.String(required=True, description="The COCO RLE string.")
+    order = graphene.String(required=True, description='Always "F" (column-major).')
+
+
+class RLEMaskForObject(graphene.ObjectType):
+    """One object's mask."""
+
+    object_id = graphene.Int(required=True, description="The object.")
+    rle_mask = graphene.Field(RLEMask, required=True, description="Its mask.")
+
+
+class RLEMaskListOnFrame(graphene.ObjectType):
+    """Every object's mask on one frame."""
+
+    frame_index = graphene.Int(required=True, description="The frame.")
+    rle_mask_list = graphene.List(
+        graphene.NonNull(RLEMaskForObject), required=True, description="The masks, by object."
+    )
+
+
+def masks_on_frame(frame: FrameMasks) -> RLEMaskListOnFrame:
+    return RLEMaskListOnFrame(
+        frame_index=frame.frame_index,
+        rle_mask_list=[
+            RLEMaskForObject(object_id=mask.object_id, rle_mask=RLEMask(order="F", **mask.rle))
+            for mask in frame.objects
+        ],
+    )
 
 
 class StartSessionInput(graphene.InputObjectType):
@@ -99,15 +134,15 @@ def resolve_close_session(root, info, input: CloseSessionInput) -> CloseSession:
 
 
 def resolve_add_points(root, info, input: AddPointsInput) -> RLEMaskListOnFrame:
-    result = services.session_add_points(
-        session_id=input.session_id,
+    clicks = Clicks(
         frame_index=input.frame_index,
         object_id=input.object_id,
         points=input.points,
         labels=input.labels,
         clear_old_points=input.clear_old_points,
     )
-    server_timing_add(info.context, "engine", result["engine_seconds"])
+    result = services.session_add_points(session_id=input.session_id, clicks=clicks)
+    server_timing_add(info.context, "engine", result.engine_seconds)
     return masks_on_frame(result)
 
 

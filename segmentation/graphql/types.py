@@ -117,39 +117,3 @@ class VideoConnection(graphene.ObjectType):
     edges = graphene.List(
         graphene.NonNull(VideoEdge), required=True, description="The page's videos."
     )
-
-
-class RLEMask(graphene.ObjectType):
-    """A mask as COCO run-length encoding of the column-major H x W mask."""
-
-    size = graphene.List(graphene.NonNull(graphene.Int), required=True, description="[H, W].")
-    counts = graphene.String(required=True, description="The COCO RLE string.")
-    order = graphene.String(required=True, description='Always "F" (column-major).')
-
-
-class RLEMaskForObject(graphene.ObjectType):
-    """One object's mask."""
-
-    object_id = graphene.Int(required=True, description="The object.")
-    rle_mask = graphene.Field(RLEMask, required=True, description="Its mask.")
-
-
-class RLEMaskListOnFrame(graphene.ObjectType):
-    """Every object's mask on one frame."""
-
-    frame_index = graphene.Int(required=True, description="The frame.")
-    rle_mask_list = graphene.List(
-        graphene.NonNull(RLEMaskForObject), required=True, description="The masks, by object."
-    )
-
-
-def masks_on_frame(frame: dict) -> RLEMaskListOnFrame:
-    """The masks of one frame as the session operations give them (segmentation/workers/
-    operations.py: ``{"frame_index", "objects": [[object_id, rle], ...]}``)."""
-    return RLEMaskListOnFrame(
-        frame_index=frame["frame_index"],
-        rle_mask_list=[
-            RLEMaskForObject(object_id=object_id, rle_mask=RLEMask(order="F", **rle))
-            for object_id, rle in frame["objects"]
-        ],
-    )

@@ -1,5 +1,6 @@
-"""A web process's side of the inference workers: it sends each operation to the worker that
-holds the session and waits for the answer, never longer than that worker stays registered.
+"""A web process's side of the inference workers, the host of its sessions when
+``SEGMENTATION_WORKERS`` is on: it sends each operation to the worker that holds the session and
+waits for the answer, never longer than that worker stays registered.
 
 The client runs an event loop of its own, in a thread, with a channel layer instance of its
 own: the GraphQL resolvers are synchronous and run in threads of their own, and the propagation
@@ -24,9 +25,8 @@ import redis.asyncio as redis
 from channels.layers import channel_layers
 from django.conf import settings
 
-from segmentation.errors import SessionNotFound, TooManySessions
-from segmentation.services.sessions import PropagatedFrame
-from segmentation.workers.operations import error_decode
+from segmentation.errors import SessionNotFound, TooManySessions, error_from_message
+from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
 from segmentation.workers.registry import WorkerRegistry, worker_channel
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class WorkerClient:
     async def _start(self) -> None:
         self._reader = asyncio.create_task(self._read())
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
         """Stop reading answers, and the client's loop."""
 
         async def stop() -> None:
@@ -83,20 +83,51 @@ class WorkerClient:
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
 
-    # Called from any thread but the client's own.
+    # The session operations (segmentation/services/sessions.py's SessionHost), called from
+    # any thread but the client's own.
 
-    def call(self, session_id: str, op: str, **args: Any) -> Any:
-        """Run ``op`` on the session's worker; its answer, or the API error it raised."""
-        coroutine = self._call(_worker_of(session_id), op, {"session_id": session_id, **args})
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
-    def open(self, **args: Any) -> str:
+    def open(self, *, video_path: str, file: str) -> str:
         """A new session on the live worker with the most free places."""
-        return asyncio.run_coroutine_threadsafe(self._open(args), self._loop).result()
+        opening = self._open({"video_path": video_path, "file": file})
+        return asyncio.run_coroutine_threadsafe(opening, self._loop).result()
 
-    async def propagate(self, session_id: str, start_frame_index: int) -> AsyncIterator:
-        """The session's propagation, frame by frame, for a coroutine on another loop. The API
-        error it fails with is raised before the first frame."""
+    def close(self, *, session_id: str) -> bool:
+        return self._call_here(session_id, "close")
+
+    def ping(self, *, session_id: str) -> bool:
+        return self._call_here(session_id, "ping")
+
+    def engine(self, *, session_id: str) -> str:
+        return self._call_here(session_id, "engine")
+
+    def add_points(self, *, session_id: str, clicks: Clicks) -> FrameMasks:
+        answer = self._call_here(session_id, "add_points", clicks=clicks.as_message())
+        return FrameMasks.from_message(answer)
+
+    def clear_points_in_frame(
+        self, *, session_id: str, frame_index: int, object_id: int
+    ) -> FrameMasks:
+        answer = self._call_here(
+            session_id, "clear_points_in_frame", frame_index=frame_index, object_id=object_id
+        )
+        return FrameMasks.from_message(answer)
+
+    def clear_points_in_video(self, *, session_id: str) -> None:
+        self._call_here(session_id, "clear_points_in_video")
+
+    def remove_object(self, *, session_id: str, object_id: int) -> list[FrameMasks]:
+        answer = self._call_here(session_id, "remove_object", object_id=object_id)
+        return [FrameMasks.from_message(frame) for frame in answer]
+
+    def cancel_propagation(self, *, session_id: str) -> bool:
+        return self._call_here(session_id, "cancel_propagation")
+
+    def annotations(self, *, session_id: str) -> Annotations:
+        return Annotations.from_message(self._call_here(session_id, "annotations"))
+
+    async def propagation(self, *, session_id: str, start_frame_index: int) -> Propagation:
+        """The session's propagation, for a coroutine on another loop. The API error it fails
+        with is raised before the first frame."""
         stream_id, worker_id = uuid.uuid4().hex, _worker_of(session_id)
         inbox = _Inbox(asyncio.get_running_loop())
         start = self._propagate_start(session_id, start_frame_index, stream_id, inbox)
@@ -105,11 +136,16 @@ class WorkerClient:
             answer = await self._next(worker_id, inbox)
             if answer is _END:
                 raise WorkerGone(f"the worker {worker_id} stopped")
-            _result(answer)
+            frame_count = _result(answer)
         except BaseException:
             self._loop.call_soon_threadsafe(self._waiting.pop, stream_id, None)
             raise
-        return self._frames(session_id, stream_id, inbox)
+        return Propagation(frame_count, self._frames(session_id, stream_id, inbox))
+
+    def _call_here(self, session_id: str, op: str, **args: Any) -> Any:
+        """Run ``op`` on the session's worker; its answer, or the API error it raised."""
+        coroutine = self._call(_worker_of(session_id), op, {"session_id": session_id, **args})
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     # On the client's loop.
 
@@ -227,7 +263,7 @@ class WorkerClient:
 
     async def _frames(
         self, session_id: str, stream_id: str, inbox: _Inbox
-    ) -> AsyncIterator[PropagatedFrame]:
+    ) -> AsyncIterator[FrameMasks]:
         """The frames, acknowledged once the caller has taken them and asks for the next;
         closing this early (the client went away) stops the worker's propagation."""
         ended, taken = False, 0
@@ -237,9 +273,7 @@ class WorkerClient:
                 if message is _END or message["type"] == "seg.end":
                     ended = True
                     return
-                yield PropagatedFrame(
-                    message["frame_index"], message["frame_count"], message["results"]
-                )
+                yield FrameMasks.from_message(message["frame"])
                 taken += 1
                 if taken == CREDIT_BATCH:
                     credit = {"type": "seg.credit", "id": stream_id, "count": taken}
@@ -260,7 +294,7 @@ def _worker_of(session_id: str) -> str:
 
 def _result(answer: dict) -> Any:
     if not answer["ok"]:
-        raise error_decode(answer["error"])
+        raise error_from_message(answer["error"])
     return answer["result"]
 
 

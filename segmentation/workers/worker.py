@@ -3,12 +3,14 @@ processes route to it over the channel layer.
 
 Messages (every one names the web process's ``reply`` channel and the request's ``id``):
 
-- ``seg.call`` ``{op, args}``: an operation of :data:`OPERATIONS`; answered by one
-  ``seg.reply`` ``{ok, result}`` or ``{ok: false, error: {code, message}}``.
-- ``seg.propagate`` ``{session_id, start_frame_index, window}``: answered by a ``seg.reply``,
-  then a ``seg.frame`` per frame, at most ``window`` of them ahead of the ``seg.credit``
-  messages the web process sends as it hands frames to its client, then ``seg.end``.
-  ``seg.stop`` (the client went away) ends it within a frame.
+- ``seg.call`` ``{op, args}``: a session operation (:class:`SessionHost`'s, run on this
+  process's :class:`LocalSessions`); answered by one ``seg.reply`` ``{ok, result}`` (the result
+  as plain data) or ``{ok: false, error: {code, message}}``.
+- ``seg.propagate`` ``{session_id, start_frame_index, window}``: answered by a ``seg.reply``
+  whose result is the frame count, then a ``seg.frame`` ``{frame}`` per frame, at most
+  ``window`` of them ahead of the ``seg.credit`` messages the web process sends as it hands
+  frames to its client, then ``seg.end``. ``seg.stop`` (the client went away) closes the
+  propagation, which stops it within a frame as a cancel does.
 
 Operations run in threads, so a long one (a propagation) never holds up the others; each
 session's own lock orders the operations on it. Session IDs are the worker's ID, a dot and the
@@ -20,27 +22,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from channels.consumer import AsyncConsumer
 
-from core.threads import iterate_in_thread
 from segmentation.errors import SegmentationError, SessionNotFound, TooManySessions
-from segmentation.services.sessions import session_propagate, session_registry
-from segmentation.workers.operations import OPERATIONS, error_encode
+from segmentation.services.local_sessions import local_sessions
+from segmentation.services.session_types import Clicks, Propagation
+from segmentation.services.sessions import SessionHost
 from segmentation.workers.registry import WorkerInfo, WorkerRegistry
 
 logger = logging.getLogger(__name__)
 
 STALLED_STREAM_SEC = 60.0  # no credit for this long: the web process is gone, stop propagating
 DRAIN_POLL_SEC = 0.1
+# What a web process may call (the propagation has messages of its own).
+CALLS = frozenset(name for name in vars(SessionHost) if not name.startswith("_")) - {"propagation"}
 
 
 @dataclass
 class _Stream:
     credit: asyncio.Semaphore
-    stop: threading.Event = field(default_factory=threading.Event)
+    stopped: bool = False  # seg.stop came: the web process's client went away
 
 
 class WorkerRuntime:
@@ -63,7 +66,7 @@ class WorkerRuntime:
         task.add_done_callback(self._tasks.discard)
 
     async def announce(self) -> None:
-        load = len(session_registry())
+        load = len(local_sessions().registry)
         info = self.info.with_load(load, self._operations, draining=self.draining)
         await self._registry.announce(info)
 
@@ -80,7 +83,7 @@ class WorkerRuntime:
         try:
             answer = {"ok": True, "result": await self._run(message["op"], dict(message["args"]))}
         except SegmentationError as error:
-            answer = {"ok": False, "error": error_encode(error)}
+            answer = {"ok": False, "error": error.as_message()}
         except Exception as error:
             logger.exception("worker %s: %s failed", self.info.id, message.get("op"))
             answer = {"ok": False, "error": {"code": "WORKER_FAILED", "message": str(error)}}
@@ -94,14 +97,19 @@ class WorkerRuntime:
         await self._reply(message, {"type": "seg.reply", **answer})
 
     async def _run(self, op: str, args: dict) -> object:
+        if op not in CALLS:
+            raise ValueError(f"no operation {op!r}")
+        operation = getattr(local_sessions(), op)
         if op == "open":
             if self.draining:
                 raise TooManySessions(f"the worker {self.info.name} is stopping")
-            return f"{self.info.id}.{await asyncio.to_thread(OPERATIONS['open'], **args)}"
+            return f"{self.info.id}.{await asyncio.to_thread(operation, **args)}"
         session_id = args.pop("session_id")
         try:
             local = self._local_id(session_id)
-            return await asyncio.to_thread(OPERATIONS[op], session_id=local, **args)
+            if "clicks" in args:
+                args["clicks"] = Clicks.from_message(args["clicks"])
+            return _plain(await asyncio.to_thread(operation, session_id=local, **args))
         except SessionNotFound:
             raise SessionNotFound(f"no session with id {session_id!r}") from None
 
@@ -116,7 +124,7 @@ class WorkerRuntime:
         self._busy += 1
         try:
             try:
-                frames = session_propagate(
+                propagation = await local_sessions().propagation(
                     session_id=self._local_id(message["session_id"]),
                     start_frame_index=message["start_frame_index"],
                 )
@@ -124,13 +132,14 @@ class WorkerRuntime:
                 if isinstance(error, SessionNotFound):
                     error = SessionNotFound(f"no session with id {message['session_id']!r}")
                 await self._reply(
-                    message, {"type": "seg.reply", "ok": False, "error": error_encode(error)}
+                    message, {"type": "seg.reply", "ok": False, "error": error.as_message()}
                 )
                 return
             self._streams[message["id"]] = stream
-            await self._reply(message, {"type": "seg.reply", "ok": True, "result": None})
+            answer = {"type": "seg.reply", "ok": True, "result": propagation.frame_count}
+            await self._reply(message, answer)
             try:
-                await self._stream(message, stream, frames)
+                await self._stream(message, stream, propagation)
             finally:
                 self._streams.pop(message["id"], None)
                 with contextlib.suppress(Exception):
@@ -139,24 +148,18 @@ class WorkerRuntime:
             self._busy -= 1
             self._operations += 1
 
-    async def _stream(self, message: dict, stream: _Stream, frames) -> None:
-        parts = iterate_in_thread(lambda: frames, stop=stream.stop, name="propagation", buffered=1)
-        async with contextlib.aclosing(parts):
-            async for part in parts:
+    async def _stream(self, message: dict, stream: _Stream, propagation: Propagation) -> None:
+        # Closing the frames, however this ends, stops the engine within a frame.
+        async with contextlib.aclosing(propagation.frames) as frames:
+            async for frame in frames:
                 try:
                     await asyncio.wait_for(stream.credit.acquire(), STALLED_STREAM_SEC)
                 except TimeoutError:
                     logger.warning("worker %s: stream %s stalled", self.info.id, message["id"])
                     return
-                if stream.stop.is_set():
+                if stream.stopped:
                     return
-                frame = {
-                    "type": "seg.frame",
-                    "frame_index": part.frame_index,
-                    "frame_count": part.frame_count,
-                    "results": part.results,
-                }
-                await self._reply(message, frame)
+                await self._reply(message, {"type": "seg.frame", "frame": frame.as_message()})
 
     def credit(self, stream_id: str, count: int) -> None:
         stream = self._streams.get(stream_id)
@@ -167,7 +170,7 @@ class WorkerRuntime:
     def stop_stream(self, stream_id: str) -> None:
         stream = self._streams.get(stream_id)
         if stream is not None:
-            stream.stop.set()
+            stream.stopped = True
             stream.credit.release()  # wake it if it waits for credit
 
     async def drain(self) -> None:
@@ -176,13 +179,21 @@ class WorkerRuntime:
         self.draining = True
         await self.announce()
         while True:
-            held = await asyncio.to_thread(session_registry().close_idle)
+            held = await asyncio.to_thread(local_sessions().registry.close_idle)
             if held == 0 and self._busy == 0:
                 return
             await asyncio.sleep(DRAIN_POLL_SEC)
 
     async def _reply(self, message: dict, answer: dict) -> None:
         await self._layer.send(message["reply"], {**answer, "id": message["id"]})
+
+
+def _plain(result: object) -> object:
+    """A session operation's result as the channel layer carries it."""
+    if isinstance(result, list):
+        return [_plain(item) for item in result]
+    as_message = getattr(result, "as_message", None)
+    return result if as_message is None else as_message()
 
 
 class WorkerConsumer(AsyncConsumer):

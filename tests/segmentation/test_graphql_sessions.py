@@ -9,7 +9,7 @@ from django.test import Client
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.models import DeletionId, TermsAcceptance
 from segmentation.rle import rle_decode
-from segmentation.services.sessions import session_registry
+from segmentation.services.local_sessions import local_sessions
 from segmentation.services.uploads import annotations_check
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 from tests.segmentation.test_graphql_videos import gql
@@ -38,9 +38,9 @@ PING = "query($input: PingInput!) { ping(input: $input) { success } }"
 
 @pytest.fixture(autouse=True)
 def fresh_registry():
-    session_registry.cache_clear()
+    local_sessions.cache_clear()
     yield
-    session_registry.cache_clear()
+    local_sessions.cache_clear()
 
 
 def start(client: Client, path: str) -> str:

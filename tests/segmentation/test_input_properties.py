@@ -16,7 +16,8 @@ from hypothesis.extra.numpy import arrays
 
 from segmentation.errors import BadUserInput, VideoNotFound
 from segmentation.rle import rle_decode, rle_encode
-from segmentation.services.sessions import session_annotations, session_registry
+from segmentation.services.local_sessions import local_sessions
+from segmentation.services.sessions import session_annotations
 from segmentation.services.uploads import annotations_check
 from tests.segmentation.synthetic import HEIGHT, WIDTH
 
@@ -128,7 +129,7 @@ ADD = """mutation($input: AddPointsInput!) {
 def test_add_points_takes_any_input_without_harm(
     client: Client, library_video: str, points, labels, frame_index, object_id
 ) -> None:
-    session_registry.cache_clear()
+    local_sessions.cache_clear()
     cache.clear()  # each example within its rate limit (the test client has one address)
     started = client.post(
         "/graphql",

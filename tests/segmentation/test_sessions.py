@@ -7,7 +7,7 @@ import pytest
 
 from segmentation.engines.classic import ClassicEngine
 from segmentation.errors import ErrorCode, SessionNotFound, TooManySessions
-from segmentation.services.sessions import SessionRegistry, session_propagate, session_registry
+from segmentation.services.local_sessions import LocalSessions, SessionRegistry
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 
 
@@ -110,7 +110,12 @@ def test_closed_and_expired_sessions_are_handed_over_to_be_freed(clock):
     assert (closed.cancel.is_set(), idle.cancel.is_set()) == (True, True)
 
 
-def test_an_engine_failing_mid_propagation_ends_the_stream_and_keeps_the_session(
+async def frame_indexes(sessions: LocalSessions, session_id: str) -> list[int]:
+    propagation = await sessions.propagation(session_id=session_id, start_frame_index=0)
+    return [frame.frame_index async for frame in propagation.frames]
+
+
+async def test_an_engine_failing_mid_propagation_ends_the_stream_and_keeps_the_session(
     frames, video: Video, caplog: pytest.LogCaptureFixture
 ) -> None:
     # given a session whose engine breaks on frame 3 of its first propagation
@@ -126,21 +131,21 @@ def test_an_engine_failing_mid_propagation_ends_the_stream_and_keeps_the_session
         return working_track(frame_index, reverse=reverse)
 
     state._track = breaking_track
-    session = session_registry().open(state=state)
+    sessions = LocalSessions(SessionRegistry(idle_timeout=60, max_sessions=2))
+    session = sessions.registry.open(state=state)
     try:
         # when it propagates
-        with caplog.at_level(logging.ERROR, logger="segmentation.services.sessions"):
-            parts = list(session_propagate(session_id=session.id))
+        with caplog.at_level(logging.ERROR, logger="segmentation.services.local_sessions"):
+            parts = await frame_indexes(sessions, session.id)
 
         # then the stream holds the frames before the failure and ends; the log says why
-        assert [part.frame_index for part in parts] == [0, 1, 2]
+        assert parts == [0, 1, 2]
         assert [record.getMessage() for record in caplog.records] == [
             f"propagation of session {session.id} failed after 3 frames (from frame 0)"
         ]
         assert caplog.records[0].exc_info[0] is RuntimeError
         # and the session still answers: once the engine works again, a propagation completes
         state._track = working_track
-        again = list(session_propagate(session_id=session.id))
-        assert [part.frame_index for part in again] == list(range(12))
+        assert await frame_indexes(sessions, session.id) == list(range(12))
     finally:
-        session_registry().close(session.id)
+        sessions.registry.close(session.id)

@@ -306,7 +306,7 @@ def test_no_free_place_anywhere_answers_too_many_sessions():
         with pytest.raises(TooManySessions) as occupied:
             client.open(video_path="gallery/short.mp4", file="/nowhere/short.mp4")
     finally:
-        client.close()
+        client.shutdown()
 
     assert str(none.value) == "no inference worker is running; try again later"
     assert str(occupied.value) == (

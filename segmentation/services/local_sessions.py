@@ -1,0 +1,361 @@
+"""Sessions held in this process's memory: the host of every session on the embedded server,
+and of each inference worker's (segmentation/workers/worker.py runs the same operations).
+
+A session wraps one engine state for one video. Each has its own lock, so sessions never
+wait on each other's inference, and a cancel flag that is set without taking that lock.
+Sessions expire after an idle timeout, renewed by every operation, and their number is capped.
+Each session's prompts spend engine time from a budget of its own (``engine_budget.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+
+from core.malloc import memory_return
+from core.threads import iterate_in_thread
+from segmentation.engines.base import Masks, PromptError, VideoState
+from segmentation.engines.frames import FrameSourceError, VideoFileFrames
+from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
+from segmentation.services.engine_budget import EngineBudget
+from segmentation.services.engines import engine_get
+from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Session:
+    id: str
+    state: Any
+    last_used: float
+    video_path: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # the running propagation's stop flag (each propagation puts its own here)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    ended: bool = False  # closed or expired: its state is being freed
+    budget: EngineBudget | None = None  # the engine time its prompts may take; None: no limit
+
+
+class SessionRegistry:
+    """Thread-safe map of session ID to :class:`Session` with idle expiry and a cap."""
+
+    def __init__(
+        self,
+        *,
+        idle_timeout: float,
+        max_sessions: int,
+        clock: Callable[[], float] = time.monotonic,
+        on_end: Callable[[Session], None] = lambda session: None,
+        budget: Callable[[], EngineBudget | None] = lambda: None,
+    ) -> None:
+        self._idle_timeout = idle_timeout
+        self._max_sessions = max_sessions
+        self._clock = clock
+        self._on_end = on_end
+        self._budget = budget
+        self._sessions: dict[str, Session] = {}
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._guard:
+            self._expire_locked()
+            return len(self._sessions)
+
+    def check_room(self) -> None:
+        """:class:`TooManySessions` unless another session can open now."""
+        with self._guard:
+            self._expire_locked()
+            self._check_room_locked()
+
+    def _check_room_locked(self) -> None:
+        if len(self._sessions) >= self._max_sessions:
+            raise TooManySessions(
+                f"the server holds its maximum of {self._max_sessions} sessions; "
+                "close one or try again later"
+            )
+
+    def open(self, *, state: Any, video_path: str = "") -> Session:
+        with self._guard:
+            self._expire_locked()
+            self._check_room_locked()
+            session = Session(
+                id=str(uuid.uuid4()),
+                state=state,
+                last_used=self._clock(),
+                video_path=video_path,
+                budget=self._budget(),
+            )
+            self._sessions[session.id] = session
+            return session
+
+    def get(self, session_id: str) -> Session:
+        """The live session with that ID, its idle timer renewed; else :class:`SessionNotFound`."""
+        with self._guard:
+            self._expire_locked()
+            session = self._sessions.get(session_id)
+            if session is None:
+                raise SessionNotFound(f"no session with id {session_id!r}")
+            session.last_used = self._clock()
+            return session
+
+    def touch(self, session_id: str) -> bool:
+        try:
+            self.get(session_id)
+        except SessionNotFound:
+            return False
+        return True
+
+    def close(self, session_id: str) -> bool:
+        with self._guard:
+            session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        self._end(session)
+        return True
+
+    def close_idle(self) -> int:
+        """Close every session that no operation holds now; how many are still held."""
+        with self._guard:
+            self._expire_locked()
+            sessions = list(self._sessions.values())
+        held = 0
+        for session in sessions:
+            if session.lock.acquire(blocking=False):
+                session.lock.release()
+                self.close(session.id)
+            else:
+                held += 1
+        return held
+
+    def _expire_locked(self) -> None:
+        deadline = self._clock() - self._idle_timeout
+        for session_id in [s.id for s in self._sessions.values() if s.last_used < deadline]:
+            self._end(self._sessions.pop(session_id))
+
+    def _end(self, session: Session) -> None:
+        session.ended = True
+        # A propagation still running on this session stops at its next frame.
+        session.cancel.set()
+        self._on_end(session)
+
+
+def _session_free(session: Session) -> None:
+    """Free an ended session's engine state and decoded frames at once, rather than whenever the
+    garbage collector gets to them: once no operation holds the session (a propagation that
+    was running ends at its next frame, in a thread of its own)."""
+
+    def free() -> None:
+        with session.lock:
+            session.state.close()
+            session.state.frames.close()
+        memory_return()  # else the process stays at its peak (benchmarks/sessions_load.py)
+
+    if session.lock.acquire(blocking=False):
+        session.lock.release()
+        free()
+    else:
+        threading.Thread(target=free, name="session-free", daemon=True).start()
+
+
+class LocalSessions:
+    """The session operations on this process's registry. Each answers with the typed results
+    of ``session_types.py``; the masks are encoded here, where the engine runs."""
+
+    def __init__(self, registry: SessionRegistry) -> None:
+        self.registry = registry
+
+    def open(self, *, video_path: str, file: str) -> str:
+        """A new session on the video file ``file`` (the library's ``video_path``); its ID."""
+        self.registry.check_room()
+        try:
+            frames = VideoFileFrames(
+                file, cache_bytes=settings.SESSION_FRAME_CACHE_MB * 1024 * 1024
+            )
+        except FrameSourceError as error:
+            raise UnsupportedMedia(str(error)) from None
+        return self.registry.open(state=engine_get().open(frames), video_path=video_path).id
+
+    def close(self, *, session_id: str) -> bool:
+        return self.registry.close(session_id)
+
+    def ping(self, *, session_id: str) -> bool:
+        """``True`` while the session lives (its idle timer renewed), ``False`` once it ended."""
+        return self.registry.touch(session_id)
+
+    def engine(self, *, session_id: str) -> str:
+        """What answers the session (:meth:`Engine.describe`): this process's engine."""
+        self.registry.get(session_id)  # SessionNotFound when it is not here
+        return engine_get().describe()
+
+    def add_points(self, *, session_id: str, clicks: Clicks) -> FrameMasks:
+        session = self.registry.get(session_id)
+        with _metered(session), _prompt_errors():
+            started = time.perf_counter()
+            masks = session.state.add_points(
+                frame_index=clicks.frame_index,
+                object_id=clicks.object_id,
+                points=clicks.points,
+                labels=clicks.labels,
+                clear_old_points=clicks.clear_old_points,
+            )
+            seconds = time.perf_counter() - started
+            return FrameMasks.from_masks(clicks.frame_index, masks, seconds)
+
+    def clear_points_in_frame(
+        self, *, session_id: str, frame_index: int, object_id: int
+    ) -> FrameMasks:
+        session = self.registry.get(session_id)
+        with _metered(session), _prompt_errors():
+            masks = session.state.clear_points_in_frame(
+                frame_index=frame_index, object_id=object_id
+            )
+            return FrameMasks.from_masks(frame_index, masks)
+
+    def clear_points_in_video(self, *, session_id: str) -> None:
+        session = self.registry.get(session_id)
+        with _held(session):
+            session.state.clear_points_in_video()
+
+    def remove_object(self, *, session_id: str, object_id: int) -> list[FrameMasks]:
+        """Forget the object; the masks of the frames where it had points, without it."""
+        session = self.registry.get(session_id)
+        with _metered(session), _prompt_errors():
+            state: VideoState = session.state
+            frames = sorted(state.prompts.get(object_id, {}))
+            state.remove_object(object_id=object_id)
+            return [FrameMasks.from_masks(i, state.masks(frame_index=i)) for i in frames]
+
+    def cancel_propagation(self, *, session_id: str) -> bool:
+        """Stop the session's running propagation at its next frame; never waits for inference."""
+        self.registry.get(session_id).cancel.set()
+        return True
+
+    def annotations(self, *, session_id: str) -> Annotations:
+        """Every frame with a mask (after a propagation, every frame the objects are on),
+        non-empty masks only."""
+        session = self.registry.get(session_id)
+        with _held(session):
+            state: VideoState = session.state
+            frames = (
+                FrameMasks.from_masks(i, state.masks(frame_index=i), nonempty=True)
+                for i in range(state.frame_count)
+            )
+            return Annotations(session.video_path, tuple(f for f in frames if f.objects))
+
+    async def propagation(self, *, session_id: str, start_frame_index: int) -> Propagation:
+        """The session's propagation, run in a thread of its own that holds the session's lock.
+        Raises the API's error (no such session, a start outside the video) before the first
+        frame. ``cancelPropagateInVideo`` and the session's end set the flag the engine checks
+        between frames, and the stream ends; closing the frames (a hang-up) stops the thread at
+        its next frame."""
+        session = self.registry.get(session_id)
+        frame_count = session.state.frame_count
+        if not 0 <= start_frame_index < frame_count:
+            raise BadUserInput(
+                f"start frame index {start_frame_index} is outside the video's frames "
+                f"0..{frame_count - 1}"
+            )
+        frames = self._propagate(session, start_frame_index, threading.Event())
+        # One frame in hand at most: a cancel or a hang-up stops the engine within a frame.
+        stop = threading.Event()
+        return Propagation(
+            frame_count,
+            iterate_in_thread(lambda: frames, stop=stop, name="propagation", buffered=1),
+        )
+
+    def _propagate(
+        self, session: Session, start: int, cancel: threading.Event
+    ) -> Iterator[FrameMasks]:
+        with session.lock:
+            # This run's own flag, set before the look below: an end from now on sets it, and
+            # a cancel meant for an earlier run cannot stop this one.
+            session.cancel = cancel
+            if not self.registry.touch(session.id):
+                return  # closed (or expired) while this propagation waited for the lock
+            for frame_index, masks in _engine_frames(session, start, cancel):
+                self.registry.touch(session.id)
+                yield FrameMasks.from_masks(frame_index, masks)
+
+
+@cache
+def local_sessions() -> LocalSessions:
+    """The process's sessions, configured from settings on first use."""
+    return LocalSessions(
+        SessionRegistry(
+            idle_timeout=settings.SESSION_IDLE_TIMEOUT_SEC,
+            max_sessions=settings.MAX_SESSIONS,
+            on_end=_session_free,
+            budget=lambda: EngineBudget(
+                burst=settings.SESSION_ENGINE_BURST_SEC, share=settings.SESSION_ENGINE_SHARE
+            ),
+        )
+    )
+
+
+def _engine_frames(
+    session: Session, start: int, cancel: threading.Event
+) -> Iterator[tuple[int, Masks]]:
+    """The engine's propagation, ended at the last good frame if the engine fails: the client
+    keeps every frame it got (a stream that stops short of its total says it failed), the error
+    goes to the log with its traceback, and the session stays open for the next operation."""
+    frames = session.state.propagate(start_frame_index=start, cancel=cancel)
+    done = 0
+    while True:
+        try:
+            step = next(frames, None)
+        except Exception:  # any engine failure: the stream and the session must outlive it
+            logger.exception(
+                "propagation of session %s failed after %d frames (from frame %d)",
+                session.id,
+                done,
+                start,
+            )
+            return
+        if step is None:
+            return
+        done += 1
+        yield step
+
+
+@contextlib.contextmanager
+def _held(session: Session) -> Iterator[None]:
+    """The session's lock, for an operation that got the session before it ended: such an
+    operation then finds it gone, as it would have a moment later."""
+    with session.lock:
+        if session.ended:
+            raise SessionNotFound(f"no session with id {session.id!r}")
+        yield
+
+
+@contextlib.contextmanager
+def _metered(session: Session) -> Iterator[None]:
+    """:func:`_held`, for a prompt: refused while the session's engine budget is spent, and
+    the time it takes spent from it."""
+    with _held(session):
+        if session.budget is not None:
+            session.budget.check()
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if session.budget is not None:
+                session.budget.spend(time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def _prompt_errors() -> Iterator[None]:
+    """Report the engine's refusals of a prompt as the API's BAD_USER_INPUT."""
+    try:
+        yield
+    except PromptError as error:
+        raise BadUserInput(str(error)) from None
