@@ -14,7 +14,7 @@ from segmentation.engines.sam2.engine import Sam2Engine
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.rle import rle_decode
 from tests.conftest import manage, project_env, running_server
-from tests.segmentation.sam2.small import SMALL_EDGETAM, small_checkpoint
+from tests.segmentation.engines.sam2.small import SMALL_EDGETAM, small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, start_session
 

@@ -16,7 +16,7 @@ from segmentation.engines.base import Engine
 from segmentation.engines.classic import ClassicEngine
 from segmentation.engines.frames import FrameSource
 from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options
-from tests.segmentation.sam2.small import small_checkpoint
+from tests.segmentation.engines.sam2.small import small_checkpoint
 
 
 class ArrayFrames(FrameSource):

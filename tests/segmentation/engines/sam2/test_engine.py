@@ -17,7 +17,7 @@ from segmentation.engines.sam2.engine import Sam2Engine
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
 from tests.conftest import manage, project_env, running_server, server_import
-from tests.segmentation.sam2.small import small_checkpoint
+from tests.segmentation.engines.sam2.small import small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video, make_video, write_davis, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, parts, propagate, start_session
 

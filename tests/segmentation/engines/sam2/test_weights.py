@@ -22,7 +22,7 @@ from segmentation.engines.sam2.model import Sam2Model
 from segmentation.services import sam2_weights
 from segmentation.services.sam2_weights import CHUNK, WeightsError, weights_fetch, weights_list
 from tests.conftest import manage, project_env, running_server, server_import
-from tests.segmentation.sam2.small import small_checkpoint
+from tests.segmentation.engines.sam2.small import small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, start_session
 

@@ -17,7 +17,7 @@ from segmentation.engines.sam2.checkpoint import CheckpointError, checkpoint_loa
 from segmentation.engines.sam2.config import MODEL_SIZES, size_infer
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.engines.sam2.tracker import Tracker
-from tests.segmentation.sam2.small import SMALL, small_checkpoint, small_model
+from tests.segmentation.engines.sam2.small import SMALL, small_checkpoint, small_model
 
 # The published parameter counts, in millions: 38.9, 46, 80.8 and 224.4.
 PARAMETERS = {
