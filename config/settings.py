@@ -268,14 +268,15 @@ CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC = env_int(
     "CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC", 5, minimum=1
 )
 CHANNELS_UPSTREAM_READ_TIMEOUT_SEC = env_int("CHANNELS_UPSTREAM_READ_TIMEOUT_SEC", 10, minimum=1)
-# With REDIS_URL, several server processes share one upstream connection (channels_admin/relay.py):
-# the owner's Redis key expires this long after its process dies, and another takes over.
+# With REDIS_URL, several server processes share one upstream connection
+# (channels_admin/streaming/relay.py): the owner's Redis key expires this long after its process
+# dies, and another takes over.
 CHANNELS_RELAY_LOCK_SEC = env_int("CHANNELS_RELAY_LOCK_SEC", 6, minimum=1)
 CHANNELS_RELAY_PREFIX = env_str("CHANNELS_RELAY_PREFIX", "channels-hub")
 CHANNELS_VIEWER_BUFFER_BYTES = env_int("CHANNELS_VIEWER_BUFFER_KB", 1024, minimum=64) * 1024
 # An HLS master playlist's variant: the highest BANDWIDTH (bits/s) up to this; empty: no cap.
 # A new viewer starts at the last key frame: the picture group since it is kept, up to this size
-# and age (channels_admin/gop_cache.py); 0 KB turns the cache off.
+# and age (channels_admin/streaming/gop_cache.py); 0 KB turns the cache off.
 CHANNELS_GOP_CACHE_BYTES = env_int("CHANNELS_GOP_CACHE_KB", 8192, minimum=0) * 1024
 CHANNELS_GOP_CACHE_SEC = env_int("CHANNELS_GOP_CACHE_SEC", 15, minimum=1)
 CHANNELS_HLS_MAX_BANDWIDTH = env_int("CHANNELS_HLS_MAX_BANDWIDTH", 0, minimum=1) or None

@@ -55,3 +55,35 @@ def test_every_command_and_target_named_exists(page: Path) -> None:
     commands = set(MANAGE.findall(code)) - set(get_commands())
     targets = set(MAKE.findall(code)) - make_targets()
     assert (commands, targets) == (set(), set())
+
+
+# docs/architecture.md's map: a heading per package (### `segmentation/services/`), then a line
+# per module (- `sessions.py`: ...).
+PACKAGE_HEADING = re.compile(r"^### `([a-z0-9_/]+)/`", re.MULTILINE)
+MODULE_LINE = re.compile(r"^- `([a-z0-9_]+\.py)`", re.MULTILINE)
+MAPPED = ["config", "core", "segmentation", "channels_admin"]
+
+
+def architecture_map() -> set[str]:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    named = set()
+    headings = list(PACKAGE_HEADING.finditer(text))
+    for heading, following in zip(headings, [*headings[1:], None], strict=True):
+        section = text[heading.end() : following.start() if following else len(text)]
+        named.update(f"{heading[1]}/{module}" for module in MODULE_LINE.findall(section))
+    return named
+
+
+def app_modules() -> set[str]:
+    return {
+        path.relative_to(ROOT).as_posix()
+        for app in MAPPED
+        for path in (ROOT / app).rglob("*.py")
+        if path.name != "__init__.py" and not {"migrations", "commands"} & set(path.parts)
+    }
+
+
+def test_the_architecture_map_names_every_module_and_no_other():
+    named, modules = architecture_map(), app_modules()
+
+    assert (sorted(modules - named), sorted(named - modules)) == ([], [])
