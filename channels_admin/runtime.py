@@ -32,6 +32,11 @@ class StreamRuntime:
         self._hub_ready: asyncio.Lock | None = None
         self._switch_listener: asyncio.Task[None] | None = None
 
+    @property
+    def running_hub(self) -> Hub | None:
+        """The hub if one is running now; never builds one."""
+        return self._hub
+
     async def hub(self) -> Hub:
         """The hub; the first call resumes the channel that was live before a restart. With
         ``REDIS_URL`` it joins the other processes' hubs through the relay."""

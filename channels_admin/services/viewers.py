@@ -42,5 +42,8 @@ async def viewer_join() -> Subscription | Refusal:
 
 
 async def viewer_leave(*, subscription: Subscription) -> None:
-    """The viewer of ``subscription`` has gone."""
-    (await stream_runtime().hub()).unsubscribe(subscription)
+    """The viewer of ``subscription`` has gone. After a shutdown no hub is running and none is
+    built for this: building one would open the upstream connection again."""
+    hub = stream_runtime().running_hub
+    if hub is not None:
+        hub.unsubscribe(subscription)
