@@ -209,7 +209,8 @@ class LocalSessions:
                 clear_old_points=clicks.clear_old_points,
             )
             seconds = time.perf_counter() - started
-            return FrameMasks.from_masks(clicks.frame_index, masks, seconds)
+        # Encoded outside the lock and the budget: the engine's time is the engine's.
+        return FrameMasks.from_masks(clicks.frame_index, masks, seconds)
 
     def clear_points_in_frame(
         self, *, session_id: str, frame_index: int, object_id: int
@@ -219,7 +220,7 @@ class LocalSessions:
             masks = session.state.clear_points_in_frame(
                 frame_index=frame_index, object_id=object_id
             )
-            return FrameMasks.from_masks(frame_index, masks)
+        return FrameMasks.from_masks(frame_index, masks)
 
     def clear_points_in_video(self, *, session_id: str) -> None:
         session = self.registry.get(session_id)
@@ -233,7 +234,8 @@ class LocalSessions:
             state: VideoState = session.state
             frames = sorted(state.prompts.get(object_id, {}))
             state.remove_object(object_id=object_id)
-            return [FrameMasks.from_masks(i, state.masks(frame_index=i)) for i in frames]
+            masks = [(i, state.masks(frame_index=i)) for i in frames]
+        return [FrameMasks.from_masks(i, frame) for i, frame in masks]
 
     def cancel_propagation(self, *, session_id: str) -> bool:
         """Stop the session's running propagation at its next frame; never waits for inference."""
