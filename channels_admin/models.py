@@ -7,6 +7,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
+from channels_admin.streaming.sources import source_label
+
 
 class Playlist(models.Model):
     """The M3U playlist the channels come from.
@@ -138,6 +140,23 @@ class StreamState(models.Model):
         help_text="What the upstream plays, while it flows (e.g. HLS 1280x720, 3.1 Mbit/s).",
     )
     switch_started_at = models.DateTimeField(null=True, blank=True)
+    sources = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The channel's sources, the primary first: [{url, headers}].",
+    )
+    source_index = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Which of the sources plays now (0: the primary)."
+    )
+    failovers = models.PositiveIntegerField(
+        default=0, help_text="Times the source that played failed, since the switch."
+    )
+    last_failure = models.CharField(max_length=500, blank=True)
+    last_failure_source = models.CharField(max_length=50, blank=True)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    switch_message = models.CharField(
+        max_length=500, blank=True, help_text="How the last switch went, in a sentence."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -151,6 +170,22 @@ class StreamState(models.Model):
     def load(cls) -> StreamState:
         """The row; an unsaved one with the defaults while no channel was ever selected."""
         return cls.objects.filter(pk=cls.SINGLETON_PK).first() or cls()
+
+    @property
+    def source_list(self) -> list[dict]:
+        """The sources as recorded; a row from before sources were kept has its one URL."""
+        if self.sources:
+            return self.sources
+        if self.current_stream_url:
+            return [{"url": self.current_stream_url, "headers": self.upstream_headers}]
+        return []
+
+    @property
+    def source_label(self) -> str:
+        """Which source plays (``primary``, ``backup 2 of 3``); "" while none does."""
+        if self.source_index is None or not self.live:
+            return ""
+        return source_label(self.source_index, len(self.source_list))
 
     @property
     def generation(self) -> str:

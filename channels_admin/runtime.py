@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Coroutine
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -31,6 +32,7 @@ class StreamRuntime:
         self._hub: Hub | None = None
         self._hub_ready: asyncio.Lock | None = None
         self._switch_listener: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
 
     @property
     def running_hub(self) -> Hub | None:
@@ -59,19 +61,18 @@ class StreamRuntime:
         )
         hub = Hub(
             connect_timeout=settings.CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC,
-            read_timeout=settings.CHANNELS_UPSTREAM_READ_TIMEOUT_SEC,
+            stall_timeout=settings.CHANNELS_STALL_TIMEOUT,
             viewer_buffer_bytes=settings.CHANNELS_VIEWER_BUFFER_BYTES,
             on_event=hub_event_record,
             relay=relay,
             hls_max_bandwidth=settings.CHANNELS_HLS_MAX_BANDWIDTH,
             gop_cache_bytes=settings.CHANNELS_GOP_CACHE_BYTES,
             gop_cache_seconds=settings.CHANNELS_GOP_CACHE_SEC,
+            slate_pattern=settings.CHANNELS_SLATE,
         )
         state = await database_sync_to_async(StreamState.load)()
-        if state.live and state.current_stream_url:
-            await hub.switch(
-                Upstream(state.current_stream_url, state.upstream_headers), state.generation
-            )
+        if state.live and state.source_list:
+            await hub.switch(upstreams(state.source_list), state.generation)
         if relay is not None:
             self._switch_listener = asyncio.create_task(relay.listen(self._switch_followed))
         guard = LoadGuard(hub)
@@ -79,25 +80,34 @@ class StreamRuntime:
         self.admission.guard = guard
         return hub
 
-    async def switch(self, upstream: Upstream, generation: str) -> None:
-        """Point this process's hub at ``upstream`` and tell the other processes' hubs."""
+    async def switch(self, sources: list[dict], generation: str) -> None:
+        """Point this process's hub at a channel's ``sources`` (``{url, headers}``, the primary
+        first) and tell the other processes' hubs."""
         hub = await self.hub()
-        await hub.switch(upstream, generation)
+        await hub.switch(upstreams(sources), generation)
         if hub.relay is not None:
-            await hub.relay.announce(
-                {"url": upstream.url, "headers": dict(upstream.headers), "generation": generation}
-            )
+            await hub.relay.announce({"sources": sources, "generation": generation})
+
+    def watch(self, outcome: Coroutine[None, None, None]) -> None:
+        """Run ``outcome`` (what follows a switch) in the background, in place of the last
+        switch's, which a new switch makes moot."""
+        if self._watch is not None and self._watch is not asyncio.current_task():
+            self._watch.cancel()
+        self._watch = asyncio.create_task(outcome)
 
     async def _switch_followed(self, switch: dict) -> None:
         """A switch announced by any process: this process's hub follows unless it made it."""
         hub = self._hub
         if hub is not None and hub.generation != switch["generation"]:
-            await hub.switch(Upstream(switch["url"], switch["headers"]), switch["generation"])
+            await hub.switch(upstreams(switch["sources"]), switch["generation"])
 
     async def close(self) -> None:
         """Close the upstream connection and end the viewers (server shutdown, tests)."""
         hub, self._hub = self._hub, None
         listener, self._switch_listener = self._switch_listener, None
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.cancel()
         if listener is not None:
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -107,6 +117,11 @@ class StreamRuntime:
         guard, self.admission.guard = self.admission.guard, None
         if guard is not None:
             await guard.stop()
+
+
+def upstreams(sources: list[dict]) -> list[Upstream]:
+    """Recorded sources (``{url, headers}``) as the hub takes them."""
+    return [Upstream(source["url"], source.get("headers") or {}) for source in sources]
 
 
 @functools.cache

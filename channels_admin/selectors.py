@@ -58,6 +58,28 @@ def stream_status() -> dict[str, Any]:
             state.switch_started_at.isoformat() if state.switch_started_at else None
         ),
         "current_stream_url": state.current_stream_url,
+        **_sources_status(state),
+        "failovers": state.failovers,
+        "last_failure": (
+            {
+                "source": state.last_failure_source,
+                "reason": state.last_failure,
+                "at": state.last_failure_at.isoformat(),
+            }
+            if state.last_failure_at
+            else None
+        ),
+        "switch_message": state.switch_message,
+    }
+
+
+def _sources_status(state: StreamState) -> dict[str, Any]:
+    """Which source plays (``primary``, ``backup 2 of 3``; "" while none does), of how many,
+    and whether the hub is looking for one (the slate plays meanwhile)."""
+    return {
+        "source": state.source_label,
+        "sources": len(state.source_list),
+        "reconnecting": state.live and state.upstream_down,
     }
 
 
@@ -82,6 +104,7 @@ def viewer_status() -> dict[str, Any]:
         "upstream_down": state.upstream_down,
         "upstream_info": state.upstream_info,
         "playlist_version": _playlist_version(),
+        **_sources_status(state),
     }
 
 

@@ -267,7 +267,14 @@ CHANNELS_ADMIN_TOKEN = env_str("CHANNELS_ADMIN_TOKEN", "")
 CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC = env_int(
     "CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC", 5, minimum=1
 )
-CHANNELS_UPSTREAM_READ_TIMEOUT_SEC = env_int("CHANNELS_UPSTREAM_READ_TIMEOUT_SEC", 10, minimum=1)
+# A source that sends nothing for this many seconds has failed: the hub fails over.
+CHANNELS_STALL_TIMEOUT = env_int("CHANNELS_STALL_TIMEOUT", 5, minimum=1)
+# While no source plays, viewers get a "RECONNECTING" test pattern (encoded here, a share of a
+# core); off: null packets, which keep the connection but not the screen.
+CHANNELS_SLATE = env_bool("CHANNELS_SLATE", True)
+# A switch whose channel shows no picture within this many seconds goes back to the channel
+# that played before it.
+CHANNELS_SWITCH_TIMEOUT_SEC = env_int("CHANNELS_SWITCH_TIMEOUT_SEC", 10, minimum=1)
 # With REDIS_URL, several server processes share one upstream connection
 # (channels_admin/streaming/relay.py): the owner's Redis key expires this long after its process
 # dies, and another takes over.

@@ -34,7 +34,14 @@ async def iterate_in_thread(
 
     def hand_over(item: object) -> bool:
         """Put ``item`` on the queue, waiting for room; False once stopped."""
-        put = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
+        if stop.is_set():
+            return False
+        coroutine = queue.put(item)
+        try:
+            put = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        except RuntimeError:  # the loop has closed: nobody reads any more
+            coroutine.close()
+            return False
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 put.result(timeout=POLL_SECONDS)

@@ -7,46 +7,51 @@ alike; a change is announced on a channel-layer group, and each feed reads the r
 
 from __future__ import annotations
 
-import logging
-
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.db.models import F
 from django.utils import timezone
 
 from channels_admin.models import StreamState
-from channels_admin.streaming.hub import HubEvent, Upstream
-
-logger = logging.getLogger(__name__)
+from channels_admin.streaming.hub import HubEvent, HubReport
 
 # Channel-layer group of the status feeds (WebSocket consumers) of every process.
 STATUS_GROUP = "stream-status"
 
 
-def stream_state_record(*, event: HubEvent, stream_url: str, detail: str = "") -> None:
+def stream_state_record(*, report: HubReport) -> None:
     """Record what the hub saw; ignored when the channel changed meanwhile."""
+    event, now = report.event, timezone.now()
     if event is HubEvent.FLOWING:
         fields = {
             "transitioning": False,
             "upstream_down": False,
             "upstream_detail": "",
-            "upstream_info": detail[:500],
+            "upstream_info": report.detail[:500],
+            "source_index": report.index,
         }
     elif event is HubEvent.PLAYING:
-        fields = {"upstream_info": detail[:500]}
+        fields = {"upstream_info": report.detail[:500]}
     else:
-        fields = {"upstream_down": True, "upstream_detail": detail[:500], "upstream_info": ""}
-    StreamState.objects.filter(pk=StreamState.SINGLETON_PK, current_stream_url=stream_url).update(
-        **fields, updated_at=timezone.now()
-    )
+        fields = {
+            "upstream_down": True,
+            "upstream_detail": report.detail[:500],
+            "upstream_info": "",
+            "source_index": None,
+            "last_failure": report.detail[:500],
+            "last_failure_source": report.label,
+            "last_failure_at": now,
+        }
+        if event is HubEvent.DOWN:
+            fields["failovers"] = F("failovers") + 1
+    StreamState.objects.filter(
+        pk=StreamState.SINGLETON_PK, current_stream_url=report.sources[0].url
+    ).update(**fields, updated_at=now)
 
 
-async def hub_event_record(event: HubEvent, upstream: Upstream, detail: str) -> None:
+async def hub_event_record(report: HubReport) -> None:
     """The hub's event callback: record the event, then tell the feeds."""
-    if event is HubEvent.DOWN:
-        logger.warning("stream down: %s", detail)
-    await database_sync_to_async(stream_state_record)(
-        event=event, stream_url=upstream.url, detail=detail
-    )
+    await database_sync_to_async(stream_state_record)(report=report)
     await status_broadcast()
 
 

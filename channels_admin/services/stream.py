@@ -1,12 +1,18 @@
-"""The active channel: selecting it and pointing every process's hub at it.
+"""The active channel: selecting it, pointing every process's hub at it, and how it went.
 
 The selection is recorded in the database (:class:`StreamState`) first, so that a restart
 resumes it and every process answers alike; the hubs follow (``channels_admin/runtime.py``).
+A switch ends with a sentence for the administrator (``switch_message``): the channel plays;
+or none of its sources showed a picture in time, and the hub went back to the channel that
+played before (a switch to a dead channel must not take every viewer off the air).
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -14,24 +20,83 @@ from channels_admin.errors import ChannelNotFound, UnsupportedStream
 from channels_admin.models import Channel, StreamState
 from channels_admin.runtime import stream_runtime
 from channels_admin.services.status import status_broadcast
-from channels_admin.streaming.hub import Upstream
 
 RELAYED_SCHEMES = ("http", "https")
+OUTCOME_POLL_SECONDS = 0.2
 
 
 async def channel_switch(*, channel_id: str) -> Channel:
-    """Make ``channel_id`` the active channel and point the hub (every process's) at it."""
-    channel, state = await database_sync_to_async(channel_select)(channel_id=channel_id)
-    await stream_runtime().switch(
-        Upstream(channel.stream_url, channel.upstream_headers), state.generation
-    )
-    await status_broadcast()
+    """Make ``channel_id`` the active channel and point the hub (every process's) at it; if
+    it shows no picture in ``CHANNELS_SWITCH_TIMEOUT_SEC``, go back to the channel before."""
+    before = await database_sync_to_async(StreamState.load)()
+    channel, state = await _switch(channel_id=channel_id, message="Switching to {name}…")
+    can_return = before.live and before.channel_id and before.channel_id != channel.channel_id
+    stream_runtime().watch(_outcome(state=state, back_to=before if can_return else None))
     return channel
 
 
+async def _switch(*, channel_id: str, message: str) -> tuple[Channel, StreamState]:
+    channel, state = await database_sync_to_async(channel_select)(
+        channel_id=channel_id, message=message
+    )
+    await stream_runtime().switch(state.source_list, state.generation)
+    await status_broadcast()
+    return channel, state
+
+
+async def _outcome(
+    *, state: StreamState, back_to: StreamState | None, returned: bool = False
+) -> None:
+    """Wait for the switch to ``state`` to show a picture, and say how it went: the channel
+    plays; or it does not, and the hub goes back to ``back_to`` (None: it stays and keeps
+    trying). ``returned``: this switch is such a return, whose sentence already says why."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.CHANNELS_SWITCH_TIMEOUT_SEC
+    while loop.time() < deadline:
+        await asyncio.sleep(OUTCOME_POLL_SECONDS)
+        now = await database_sync_to_async(StreamState.load)()
+        if now.generation != state.generation:
+            return  # another switch came since: its own watch says how it went
+        if not now.transitioning:
+            if not returned:
+                await _message_record(state, f"Now playing {state.channel_name}")
+            return
+    now = await database_sync_to_async(StreamState.load)()
+    if now.generation != state.generation:
+        return
+    name = state.channel_name
+    failed = f"{name} did not answer ({now.last_failure or 'no picture'})"
+    if returned:
+        await _message_record(state, f"{state.switch_message}; {failed} either: still trying")
+        return
+    if back_to is None:
+        await _message_record(state, f"{failed}: still trying")
+        return
+    try:
+        _, back = await _switch(
+            channel_id=back_to.channel_id, message=f"{failed}: back on {back_to.channel_name}"
+        )
+    except (ChannelNotFound, UnsupportedStream):
+        await _message_record(
+            state, f"{failed}, and {back_to.channel_name} is gone from the playlist: still trying"
+        )
+        return
+    stream_runtime().watch(_outcome(state=back, back_to=None, returned=True))
+
+
+async def _message_record(state: StreamState, message: str) -> None:
+    await database_sync_to_async(
+        StreamState.objects.filter(
+            pk=StreamState.SINGLETON_PK, switch_started_at=state.switch_started_at
+        ).update
+    )(switch_message=message[:500])
+    await status_broadcast()
+
+
 @transaction.atomic
-def channel_select(*, channel_id: str) -> tuple[Channel, StreamState]:
-    """Record ``channel_id`` as the active channel, switching; raise ChannelNotFound."""
+def channel_select(*, channel_id: str, message: str = "") -> tuple[Channel, StreamState]:
+    """Record ``channel_id`` as the active channel, switching; raise ChannelNotFound.
+    ``message``: the switch's first sentence, ``{name}`` standing for the channel's name."""
     channel = Channel.objects.of_default_playlist().filter(channel_id=channel_id).first()
     if channel is None:
         raise ChannelNotFound(channel_id)
@@ -42,6 +107,7 @@ def channel_select(*, channel_id: str) -> tuple[Channel, StreamState]:
         raise UnsupportedStream(
             f"channel {channel_id!r} streams over {scheme}://; only http and https are relayed"
         )
+    sources = [{"url": channel.stream_url, "headers": channel.upstream_headers}]
     state, _ = StreamState.objects.update_or_create(
         pk=StreamState.SINGLETON_PK,
         defaults={
@@ -49,6 +115,13 @@ def channel_select(*, channel_id: str) -> tuple[Channel, StreamState]:
             "channel_name": channel.name,
             "current_stream_url": channel.stream_url,
             "upstream_headers": channel.upstream_headers,
+            "sources": sources,
+            "source_index": None,
+            "failovers": 0,
+            "last_failure": "",
+            "last_failure_source": "",
+            "last_failure_at": None,
+            "switch_message": message.replace("{name}", channel.name)[:500],
             "live": True,
             "transitioning": True,
             "upstream_down": False,

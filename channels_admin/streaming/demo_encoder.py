@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import av
@@ -72,21 +72,24 @@ def demo_chunks(
     realtime: bool = True,
     max_seconds: float | None = None,
     label: str = "demo",
+    mux_options: Mapping[str, str] = MUX_OPTIONS,
+    pids: tuple[int | None, int | None] = (None, None),
 ) -> Iterator[bytes]:
     """Yield MPEG-TS bytes of a live test pattern, each chunk a whole number of 188-byte packets.
 
     One chunk follows each encoded frame (frames the muxer is still holding yield nothing).
     With ``realtime`` frame N is released at start + N/fps by the wall clock; otherwise as
     fast as the encoder goes. ``max_seconds`` ends the stream after that much stream time
-    (rounded up to whole frames); None runs forever. Closing the generator early releases
-    the encoder and the muxer.
+    (rounded up to whole frames); None runs forever. ``mux_options`` are FFmpeg's MPEG-TS muxer
+    options; ``pids``: the video's and the audio's PIDs (None: the muxer's choice). Closing
+    the generator early releases the encoder and the muxer.
     """
     if max_seconds is not None and max_seconds < 0:
         raise ValueError(f"max_seconds must not be negative, got {max_seconds}")
     total_frames = None if max_seconds is None else math.ceil(max_seconds * options.fps - 1e-9)
     painter = _Painter(options, label)
     sink = PacketSink()
-    container = av.open(sink, "w", format="mpegts", container_options=MUX_OPTIONS)
+    container = av.open(sink, "w", format="mpegts", container_options=dict(mux_options))
     try:
         video = container.add_stream(
             "libx264",
@@ -99,6 +102,10 @@ def demo_chunks(
         )
         _tag_bt601(video.codec_context)
         beeps = _BeepTrack(container) if options.audio else None
+        # FFmpeg's muxer takes a stream's id of 16 or more as its PID
+        for stream, pid in zip((video, beeps and beeps.stream), pids, strict=True):
+            if stream is not None and pid is not None:
+                stream.id = pid
 
         clock_start = time.monotonic()
         index = 0

@@ -19,6 +19,7 @@ then starts at the live edge as without a cache.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,14 @@ VIDEO_STREAM_TYPES = frozenset({H264, HEVC, 0x10, 0x42, 0xD1, 0xEA} | MPEG_VIDEO
 H264_KEY_UNITS = frozenset({5, 7})  # IDR slice, sequence parameter set
 HEVC_KEY_UNITS = frozenset(range(16, 24)) | {32, 33}  # IRAP slices, VPS, SPS
 MPEG_SEQUENCE_HEADER = b"\x00\x00\x01\xb3"
+# MPEG-1/2 audio, AAC (ADTS, LATM), AC-3, E-AC-3
+AUDIO_STREAM_TYPES = frozenset({0x03, 0x04, 0x0F, 0x11, 0x81, 0x87})
+
+
+class StreamLayout(NamedTuple):
+    pmt_pid: int
+    video_pid: int | None
+    audio_pid: int | None
 
 
 class GopCache:
@@ -46,6 +55,7 @@ class GopCache:
         self._pmt = b""
         self._pmt_pid: int | None = None
         self._video_pid: int | None = None
+        self._audio_pid: int | None = None
         self._video_type = 0
         self._group: list[bytes] = []
         self._size = 0
@@ -54,6 +64,22 @@ class GopCache:
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def layout_read(self) -> bool:
+        """Whether a PAT and a PMT have been read (then :attr:`has_video` is known)."""
+        return bool(self._pat and self._pmt)
+
+    @property
+    def has_video(self) -> bool:
+        return self._video_pid is not None
+
+    @property
+    def layout(self) -> StreamLayout | None:
+        """The PIDs of the programme's PMT, its video and its first audio, once read."""
+        if not self.layout_read or self._pmt_pid is None:
+            return None
+        return StreamLayout(self._pmt_pid, self._video_pid, self._audio_pid)
 
     def start(self) -> bytes:
         """What a new viewer gets first: PAT, PMT and the current group; b"" without one."""
@@ -109,13 +135,14 @@ class GopCache:
             self._pmt = packet
             info = (body[2] & 0x0F) << 8 | body[3]
             at = 4 + info
-            self._video_pid = None
+            self._video_pid = self._audio_pid = None
             while at + 5 <= len(body):
                 stream_type = body[at]
                 elementary = (body[at + 1] & 0x1F) << 8 | body[at + 2]
-                if stream_type in VIDEO_STREAM_TYPES:
+                if stream_type in VIDEO_STREAM_TYPES and self._video_pid is None:
                     self._video_pid, self._video_type = elementary, stream_type
-                    break
+                elif stream_type in AUDIO_STREAM_TYPES and self._audio_pid is None:
+                    self._audio_pid = elementary
                 at += 5 + ((body[at + 3] & 0x0F) << 8 | body[at + 4])
 
     def _is_key(self, packet: np.ndarray) -> bool:

@@ -11,8 +11,13 @@ are reported to a callback.
 - Every subscription has a bounded buffer; when it overflows, the OLDEST chunks go (whole chunks
   of whole packets). A viewer that cannot keep up thus loses data (the consumer also drops chunks
   while its socket is backed up) but never slows the upstream read or the other viewers.
-- When the upstream fails, stalls (read timeout) or ends, the hub reports it and reconnects with
-  capped exponential backoff; viewers stay connected and resume when bytes flow again.
+- A channel has sources: the primary and its backups. A source fails on a connection or HTTP
+  error, when it sends nothing for the stall timeout, when its own clock falls behind real time
+  over a window (``pace.py``), when it sends no key frame in time, or when it ends. The hub
+  then fails over to the next source at once (``sources.py``: round the list, each source with
+  its own capped backoff), still over one connection at a time: it never probes a source in
+  the background. Viewers stay connected: the slate (``slate.py``) plays while no source does,
+  and each source starts from its first key frame (``key_frame_gate.py``).
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
   and timestamps differ.
 - When the process cannot carry its viewers, the load guard (``admission.py``) ends the streams
@@ -30,13 +35,15 @@ import asyncio
 import contextlib
 import enum
 import logging
+import os
+import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
 
-from channels_admin.streaming.gop_cache import GopCache
+from channels_admin.streaming.gop_cache import GopCache, StreamLayout
 from channels_admin.streaming.hls import (
     PLAYLIST_MAX_BYTES,
     HlsError,
@@ -44,7 +51,11 @@ from channels_admin.streaming.hls import (
     Response,
     looks_like_hls,
 )
+from channels_admin.streaming.key_frame_gate import KeyFrameGate
+from channels_admin.streaming.pace import PaceMeter
 from channels_admin.streaming.relay import Relay, RelayError
+from channels_admin.streaming.slate import Slate
+from channels_admin.streaming.sources import SourceCycle, source_label
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import PacketAligner
 
@@ -60,12 +71,16 @@ PLAYING_REPORT_SECONDS = 5.0  # what is playing is reported when it changes, at 
 # only for the bytes a viewer really lags behind. Never more than the cap.
 BURST_SECONDS = 4
 BURST_CAP_BYTES = 64 * 1024 * 1024
+SLOW_WINDOW_SECONDS = 10.0  # a source behind real time over this long has failed
+KEY_FRAME_TIMEOUT_SECONDS = 10.0  # a source without a key frame this long after connecting too
+SLATE_DELAY_SECONDS = 1.0  # a switch's first source may take this long before the slate plays
 
 
 class HubEvent(enum.Enum):
-    FLOWING = "flowing"  # the first bytes after a switch or an outage arrived
+    FLOWING = "flowing"  # a source plays: its first key frame went out to the viewers
     PLAYING = "playing"  # what is playing changed (detail: e.g. "HLS 1280x720, segment 18")
-    DOWN = "down"  # the upstream failed, stalled or ended; reconnecting
+    DOWN = "down"  # the source that played failed (detail: why); the hub fails over
+    MISSED = "missed"  # a source tried while none played failed (detail: why)
 
 
 @dataclass(frozen=True)
@@ -74,11 +89,29 @@ class Upstream:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class HubReport:
+    """What the hub tells its owner about one of the channel's sources."""
+
+    event: HubEvent
+    sources: tuple[Upstream, ...]
+    index: int  # which source
+    detail: str
+
+    @property
+    def source(self) -> Upstream:
+        return self.sources[self.index]
+
+    @property
+    def label(self) -> str:
+        return source_label(self.index, len(self.sources))
+
+
 class UpstreamError(Exception):
     pass
 
 
-EventCallback = Callable[[HubEvent, Upstream, str], Awaitable[None]]
+EventCallback = Callable[[HubReport], Awaitable[None]]
 
 
 class Hub:
@@ -88,7 +121,7 @@ class Hub:
         self,
         *,
         connect_timeout: float,
-        read_timeout: float,
+        stall_timeout: float,
         viewer_buffer_bytes: int,
         on_event: EventCallback | None = None,
         backoff_initial: float = 0.5,
@@ -99,10 +132,15 @@ class Hub:
         hls_max_bandwidth: int | None = None,
         gop_cache_bytes: int = 0,
         gop_cache_seconds: float = 15.0,
+        slow_window_seconds: float = SLOW_WINDOW_SECONDS,
+        key_frame_timeout: float = KEY_FRAME_TIMEOUT_SECONDS,
+        slate_delay: float = SLATE_DELAY_SECONDS,
+        slate_pattern: bool = True,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=connect_timeout, sock_read=read_timeout
+            total=None, sock_connect=connect_timeout, sock_read=stall_timeout
         )
+        self._stall_timeout = stall_timeout
         self._viewer_buffer_bytes = viewer_buffer_bytes
         self._viewer_limit = viewer_buffer_bytes  # widened for bursty upstreams
         self._second_started, self._second_bytes = 0.0, 0
@@ -113,20 +151,35 @@ class Hub:
         self._flush_seconds = flush_seconds
         self._relay = relay
         self._hls_max_bandwidth = hls_max_bandwidth
+        self._slow_window = slow_window_seconds
+        self._key_frame_timeout = key_frame_timeout
+        self._slate_delay = slate_delay
         self._gop = GopCache(max_bytes=gop_cache_bytes, max_seconds=gop_cache_seconds)
+        self._slate = Slate(self._deliver, pattern=slate_pattern)
+        self._layout: StreamLayout | None = None  # the PIDs of the source that played last
         # A dict for its order: the newest viewers are the first to be cut off.
         self._subscriptions: dict[Subscription, None] = {}
-        self._upstream: Upstream | None = None
+        self._sources: tuple[Upstream, ...] = ()
         self._generation = ""
         self._task: asyncio.Task[None] | None = None
         self._switch_lock = asyncio.Lock()
         self._viewers_changed = asyncio.Event()
         self._reporter: asyncio.Task[None] | None = None
+        self.playing_index: int | None = None  # the source that plays now, if one does
         self.streamed_bytes = 0  # relayed to the viewers since the hub started
 
     @property
     def upstream(self) -> Upstream | None:
-        return self._upstream
+        """The channel's primary source; None while no channel is set."""
+        return self._sources[0] if self._sources else None
+
+    @property
+    def sources(self) -> tuple[Upstream, ...]:
+        return self._sources
+
+    @property
+    def slate_playing(self) -> bool:
+        return self._slate.playing
 
     @property
     def relay(self) -> Relay | None:
@@ -196,10 +249,10 @@ class Hub:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._viewers_changed.wait(), relay.renew_seconds)
 
-    async def switch(self, upstream: Upstream | None, generation: str = "") -> None:
-        """Point the hub at ``upstream`` (None: stop), the switch called ``generation``. Returns
-        once the old connection is closed and the new reader started; open subscriptions are
-        ended."""
+    async def switch(self, sources: Sequence[Upstream], generation: str = "") -> None:
+        """Point the hub at a channel's ``sources``, the primary first (none: stop), the switch
+        called ``generation``. Returns once the old connection is closed and the new reader
+        started; open subscriptions are ended."""
         async with self._switch_lock:
             await self._stop_reader()
             for subscription in self._subscriptions:
@@ -208,13 +261,13 @@ class Hub:
             self._viewers_changed.set()
             self._gop.clear()
             self._viewer_limit = self._viewer_buffer_bytes
-            self._upstream = upstream
+            self._sources = tuple(sources)
             self._generation = generation
-            if upstream is not None:
-                self._task = asyncio.create_task(self._read_or_follow(upstream))
+            if self._sources:
+                self._task = asyncio.create_task(self._read_or_follow(self._sources))
 
     async def close(self) -> None:
-        await self.switch(None)
+        await self.switch(())
         reporter, self._reporter = self._reporter, None
         await _cancelled(reporter)
         if self._relay is not None:
@@ -224,17 +277,18 @@ class Hub:
         task, self._task = self._task, None
         await _cancelled(task)
 
-    async def _read_or_follow(self, upstream: Upstream) -> None:
-        """Without a relay, read the upstream. With one, read it while this process owns it,
-        and otherwise follow the owner's chunks; try to take over whenever the owner is gone."""
+    async def _read_or_follow(self, sources: tuple[Upstream, ...]) -> None:
+        """Without a relay, read the sources. With one, read them while this process owns the
+        upstream, and otherwise follow the owner's chunks; try to take over whenever the owner
+        is gone."""
         relay = self._relay
         if relay is None:
-            await self._read_forever(upstream)
+            await self._read_sources(sources)
             return
         while True:
             try:
                 if await relay.own():
-                    await self._read_while_owner(relay, upstream)
+                    await self._read_while_owner(relay, sources)
                 else:
                     async for data in relay.follow(self._generation):
                         self._push(data)
@@ -242,8 +296,8 @@ class Hub:
                 logger.warning("relay: %s; trying again in %.1fs", error, relay.renew_seconds)
                 await asyncio.sleep(relay.renew_seconds)
 
-    async def _read_while_owner(self, relay: Relay, upstream: Upstream) -> None:
-        reader = asyncio.create_task(self._read_forever(upstream))
+    async def _read_while_owner(self, relay: Relay, sources: tuple[Upstream, ...]) -> None:
+        reader = asyncio.create_task(self._read_sources(sources))
         try:
             while not reader.done():
                 await asyncio.sleep(relay.renew_seconds)
@@ -260,6 +314,16 @@ class Hub:
         for subscription in self._subscriptions:
             subscription.push(data)
 
+    async def _deliver(self, data: bytes) -> None:
+        """To this process's viewers, and through the relay to the other processes'."""
+        self._push(data)
+        if self._relay is not None:
+            try:
+                await self._relay.publish(self._generation, data)
+            except RelayError as error:
+                # The viewers of this process go on; the renewal decides who owns the upstream.
+                logger.warning("relay: could not publish a chunk: %s", error)
+
     def _fit_bursts(self, size: int) -> None:
         """Widen the viewers' buffers to ``BURST_SECONDS`` of the largest second seen."""
         now = time.monotonic()
@@ -272,54 +336,103 @@ class Hub:
             for subscription in self._subscriptions:
                 subscription.widen(wanted)
 
-    async def _publish(self, data: bytes) -> None:
-        try:
-            await self._relay.publish(self._generation, data)
-        except RelayError as error:
-            # The viewers of this process go on; the renewal decides who owns the upstream.
-            logger.warning("relay: could not publish a chunk: %s", error)
-
-    async def _read_forever(self, upstream: Upstream) -> None:
-        backoff = self._backoff_initial
-        # An HLS upstream's place in its playlist outlives a reconnect: no segment twice.
-        hls = HlsReader(max_bandwidth=self._hls_max_bandwidth)
+    async def _read_sources(self, sources: tuple[Upstream, ...]) -> None:
+        """Play the channel: its first source that answers, then, whenever the one that plays
+        fails, the next (:class:`SourceCycle`), one connection at a time. The slate plays
+        while none does."""
+        cycle = SourceCycle(
+            len(sources), backoff_initial=self._backoff_initial, backoff_max=self._backoff_max
+        )
+        # An HLS source's place in its playlist outlives a reconnect: no segment twice.
+        readers = [HlsReader(max_bandwidth=self._hls_max_bandwidth) for _ in sources]
+        slate_later = asyncio.get_running_loop().call_later(self._slate_delay, self._slate_due)
+        index, outage_logged = None, False
         try:
             while True:
-                flowed, reason = await self._read_until_down(upstream, hls)
-                if flowed:
-                    backoff = self._backoff_initial
-                logger.warning("upstream %s: %s; retrying in %.1fs", upstream.url, reason, backoff)
-                await self._emit(HubEvent.DOWN, upstream, reason)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._backoff_max)
+                index, wait = cycle.next(index)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                played, reason = await self._play(sources, index, readers[index])
+                self.playing_index = None
+                backoff = cycle.failed(index, played_seconds=played or 0.0)
+                label = source_label(index, len(sources))
+                if played is not None:
+                    self._slate.start(self._layout)
+                    logger.warning(
+                        "failover: the %s source failed after playing %.0f s (%s)",
+                        label,
+                        played,
+                        reason,
+                    )
+                    outage_logged = False
+                    await self._emit(HubEvent.DOWN, sources, index, reason)
+                    continue
+                if not outage_logged and index == len(sources) - 1:
+                    logger.warning("no source of the channel answers; the last: %s", reason)
+                    outage_logged = True
+                logger.debug("%s: %s; retried in %.1f s at the earliest", label, reason, backoff)
+                await self._emit(HubEvent.MISSED, sources, index, reason)
         finally:
-            hls.close()
+            slate_later.cancel()
+            self.playing_index = None
+            await self._slate.stop()
+            for reader in readers:
+                reader.close()
 
-    async def _read_until_down(self, upstream: Upstream, hls: HlsReader) -> tuple[bool, str]:
-        """Relay one connection's bytes: whether any flowed, and why it ended (for the status)."""
+    def _slate_due(self) -> None:
+        """A switch's first source has had its time to start; while none plays, the slate
+        does."""
+        if self.playing_index is None:
+            self._slate.start()
+
+    async def _play(
+        self, sources: tuple[Upstream, ...], index: int, hls: HlsReader
+    ) -> tuple[float | None, str]:
+        """Relay one connection of source ``index`` from its first key frame on: how long it
+        played (None: it never started) and why it ended."""
         loop = asyncio.get_running_loop()
-        flowed, playing, reported = False, "", 0.0
+        gate, pace = KeyFrameGate(), PaceMeter(window_seconds=self._slow_window)
+        connected = loop.time()
+        started: float | None = None
+        received, playing, reported = False, "", 0.0
         try:
-            async for data in self._read_once(upstream, hls):
-                if not flowed:
-                    flowed, playing, reported = True, hls.playing, loop.time()
-                    await self._emit(HubEvent.FLOWING, upstream, playing)
+            async for data in self._read_once(sources[index], hls):
+                received = True
+                pace.feed(data)
+                if started is None:
+                    data = gate.feed(data)
+                    if not data:
+                        if loop.time() - connected > self._key_frame_timeout:
+                            raise UpstreamError(f"no key frame in {self._key_frame_timeout:g} s")
+                        continue
+                    await self._slate.stop()
+                    self._layout = gate.layout
+                    started, playing, reported = loop.time(), hls.playing, loop.time()
+                    self.playing_index = index
+                    await self._emit(HubEvent.FLOWING, sources, index, playing)
                 elif hls.playing != playing and loop.time() - reported >= PLAYING_REPORT_SECONDS:
                     playing, reported = hls.playing, loop.time()
-                    await self._emit(HubEvent.PLAYING, upstream, playing)
-                self._push(data)
-                if self._relay is not None:
-                    await self._publish(data)
+                    await self._emit(HubEvent.PLAYING, sources, index, playing)
+                await self._deliver(data)
+                if pace.slow():
+                    raise UpstreamError(
+                        f"the upstream sends {pace.ratio():.0%} of real time"
+                        f" over {self._slow_window:g} s"
+                    )
             reason = "the upstream ended the stream"
         except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors too
-            reason = "the upstream stalled (timeout)"
+            reason = (
+                f"the upstream stalled (no data for {self._stall_timeout:g} s)"
+                if received
+                else "the upstream did not answer in time"
+            )
         except (aiohttp.ClientError, UpstreamError, HlsError) as error:
-            reason = str(error) or type(error).__name__
+            reason = _failure_reason(error)
         except Exception as error:
             # Whatever else goes wrong (a malformed URL, a bug) must not end the retries.
-            logger.exception("upstream %s failed unexpectedly", upstream.url)
+            logger.exception("upstream %s failed unexpectedly", sources[index].url)
             reason = f"unexpected error: {error}"
-        return flowed, reason
+        return (None if started is None else loop.time() - started), reason
 
     async def _batched(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """Gather reads into fewer, larger chunks: every chunk costs a wake-up and a write per
@@ -379,13 +492,28 @@ class Hub:
                 if data:
                     yield data
 
-    async def _emit(self, event: HubEvent, upstream: Upstream, detail: str) -> None:
+    async def _emit(
+        self, event: HubEvent, sources: tuple[Upstream, ...], index: int, detail: str
+    ) -> None:
         if self._on_event is None:
             return
         try:
-            await self._on_event(event, upstream, detail)
+            await self._on_event(HubReport(event, sources, index, detail))
         except Exception:
             logger.exception("hub event handler failed for %s", event)
+
+
+def _failure_reason(error: Exception) -> str:
+    """Why a source failed, in words for the status: "connection refused", not aiohttp's
+    sentence about the connect call."""
+    if isinstance(error, aiohttp.ClientConnectorError):
+        cause = error.os_error
+        if isinstance(cause, socket.gaierror):
+            return f"host not found ({cause.strerror})"
+        if cause.errno:
+            text = os.strerror(cause.errno)
+            return text[:1].lower() + text[1:]
+    return str(error) or type(error).__name__
 
 
 async def _body(response: aiohttp.ClientResponse, limit: int) -> bytes:

@@ -173,6 +173,12 @@ async def test_select_channel_updates_status_and_points_the_hub(
         False,
     )
     assert state.current_stream_url == upstream.url("/2.ts")
+    assert state.sources == [{"url": upstream.url("/2.ts"), "headers": {}}]
+    assert (state.source_index, state.failovers, state.switch_message) == (
+        None,
+        0,
+        "Switching to Sport One…",
+    )
     assert state.switch_started_at is not None
     assert (await stream_runtime().hub()).upstream.url == upstream.url("/2.ts")
 
@@ -236,6 +242,12 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "playlist_version": 1,
         "switch_started_at": None,
         "current_stream_url": "",
+        "source": "",
+        "sources": 0,
+        "reconnecting": False,
+        "failovers": 0,
+        "last_failure": None,
+        "switch_message": "",
         "viewers": 0,
         "refusing_viewers": False,
         "viewers_refused": 0,

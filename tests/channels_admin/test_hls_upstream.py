@@ -74,8 +74,12 @@ def server(origin, tmp_path_factory):
         lines.append(origin.url(path))
     playlist = var_dir / "channels.m3u"
     playlist.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # null packets while no source plays: what a test decodes is the origin's alone
     with running_server(
-        var_dir, CHANNELS_PLAYLIST_PATH=str(playlist), CHANNELS_UPSTREAM_READ_TIMEOUT_SEC="2"
+        var_dir,
+        CHANNELS_PLAYLIST_PATH=str(playlist),
+        CHANNELS_STALL_TIMEOUT="2",
+        CHANNELS_SLATE="0",
     ) as base_url:
         yield base_url
 

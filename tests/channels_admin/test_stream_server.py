@@ -53,7 +53,7 @@ def server(upstream, tmp_path_factory):
     with running_server(
         var_dir,
         CHANNELS_PLAYLIST_PATH=str(playlist),
-        CHANNELS_UPSTREAM_READ_TIMEOUT_SEC="1",
+        CHANNELS_STALL_TIMEOUT="1",
         CHANNELS_VIEWER_BUFFER_KB=str(VIEWER_BUFFER_KB),
     ) as base_url:
         yield base_url
@@ -283,7 +283,7 @@ def test_stalled_upstream_is_down_after_the_read_timeout(server, upstream):
 
     upstream.stall = True
     wait_until(lambda: status(server)["upstream_down"], timeout=5, what="upstream_down")
-    assert status(server)["upstream_detail"] == "the upstream stalled (timeout)"
+    assert status(server)["upstream_detail"] == "the upstream stalled (no data for 1 s)"
     upstream.stall = False
 
     wait_until(lambda: not status(server)["upstream_down"], timeout=15, what="recovery")

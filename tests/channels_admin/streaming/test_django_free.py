@@ -41,8 +41,12 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.gop_cache",
         "channels_admin.streaming.hls",
         "channels_admin.streaming.hub",
+        "channels_admin.streaming.key_frame_gate",
+        "channels_admin.streaming.pace",
         "channels_admin.streaming.relay",
         "channels_admin.streaming.remux",
+        "channels_admin.streaming.slate",
+        "channels_admin.streaming.sources",
         "channels_admin.streaming.subscription",
         "channels_admin.streaming.ts",
     ]

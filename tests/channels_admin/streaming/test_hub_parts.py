@@ -99,7 +99,7 @@ async def test_subscription_waits_for_data_then_reports_its_end():
 
 
 async def test_a_viewer_whose_socket_was_backed_up_lost_what_its_writer_skipped():
-    hub = Hub(connect_timeout=1, read_timeout=1, viewer_buffer_bytes=10 * TS_PACKET)
+    hub = Hub(connect_timeout=1, stall_timeout=1, viewer_buffer_bytes=10 * TS_PACKET)
     kept_up, backed_up = hub.subscribe(), hub.subscribe()
     backed_up.skipped(TS_PACKET)
     backed_up.skipped(2 * TS_PACKET)
@@ -108,7 +108,7 @@ async def test_a_viewer_whose_socket_was_backed_up_lost_what_its_writer_skipped(
 
 
 async def test_shedding_ends_the_streams_of_the_newest_viewers():
-    hub = Hub(connect_timeout=1, read_timeout=1, viewer_buffer_bytes=10 * TS_PACKET)
+    hub = Hub(connect_timeout=1, stall_timeout=1, viewer_buffer_bytes=10 * TS_PACKET)
     oldest, middle, newest = hub.subscribe(), hub.subscribe(), hub.subscribe()
 
     hub.shed(2)

@@ -1,0 +1,67 @@
+"""A channel's sources, in order, and which to try next when one fails.
+
+A channel has a primary source and may have backups (the playlist entries that share its
+``tvg-id``, and backups an administrator added). When the source that plays fails, the hub
+moves on to the next, round the list and back to the primary: it never waits for a failed
+source to come back while another may answer, and it never reopens a failed source sooner
+than that source's own backoff, which doubles with every failure up to a cap. A source that
+played for a while (:data:`STABLE_SECONDS`) starts its backoff afresh when it fails; one that
+fails again and again soon after answering keeps backing off, so a flapping stream is not
+reopened in a loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+STABLE_SECONDS = 30.0
+
+
+def source_label(index: int, count: int) -> str:
+    """``primary``, or ``backup 2 of 3``: the second of three sources."""
+    return "primary" if index == 0 else f"backup {index + 1} of {count}"
+
+
+class SourceCycle:
+    """Per source, when it may be tried again and its next backoff."""
+
+    def __init__(
+        self,
+        count: int,
+        *,
+        backoff_initial: float,
+        backoff_max: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if count < 1:
+            raise ValueError("a channel has at least one source")
+        self._count = count
+        self._initial = backoff_initial
+        self._max = backoff_max
+        self._clock = clock
+        self._retry_at = [0.0] * count
+        self._backoff = [backoff_initial] * count
+
+    def next(self, after: int | None) -> tuple[int, float]:
+        """The source to try after source ``after`` (None: the primary first) and how many
+        seconds to wait before trying it: the first in cycle order whose backoff has passed,
+        else the one whose backoff ends first."""
+        now = self._clock()
+        start = 0 if after is None else (after + 1) % self._count
+        order = [(start + step) % self._count for step in range(self._count)]
+        for index in order:
+            if self._retry_at[index] <= now:
+                return index, 0.0
+        index = min(order, key=lambda i: self._retry_at[i])
+        return index, self._retry_at[index] - now
+
+    def failed(self, index: int, *, played_seconds: float) -> float:
+        """Record that source ``index`` failed after playing ``played_seconds`` (0: it never
+        played); the backoff it now waits, which is returned."""
+        if played_seconds >= STABLE_SECONDS:
+            self._backoff[index] = self._initial
+        backoff = self._backoff[index]
+        self._retry_at[index] = self._clock() + backoff
+        self._backoff[index] = min(backoff * 2, self._max)
+        return backoff
