@@ -176,7 +176,7 @@ def _channels_replace(
             entry.url,
             entry.group,
             entry.logo,
-            entry.tvg_id,
+            entry.tvg_id.strip(),
             entry.tvg_name,
             entry.chno,
             entry.user_agent,
