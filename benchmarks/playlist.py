@@ -77,6 +77,7 @@ def main() -> None:
     path = var_dir / "bench.m3u"
     path.write_text(playlist_text(args.entries), encoding="utf-8")
     settings.CHANNELS_PLAYLIST_PATH = str(path)
+    settings.CHANNELS_DEMO = False  # the generated entries only
     content = path.read_bytes()
 
     parse_times, load_times, reload_times = [], [], []

@@ -30,8 +30,9 @@ def test_reload_now_action_reloads_and_reports(staff_client, playlist_file):
         follow=True,
     )
 
-    assert [str(m) for m in response.context["messages"]] == ["default: 2 channels, version 2"]
-    assert Channel.objects.count() == 2
+    # the two entries, and the two demo channels after them
+    assert [str(m) for m in response.context["messages"]] == ["default: 4 channels, version 2"]
+    assert Channel.objects.count() == 4
 
 
 @pytest.mark.parametrize("who", ["anonymous", "not staff"])
@@ -50,7 +51,7 @@ def test_reload_now_needs_a_staff_login(client, playlist_file, who):
 
     assert response.status_code == 302
     assert response["Location"] == ("/admin/login/?next=/admin/channels_admin/playlist/")
-    assert (Playlist.objects.get().version, Channel.objects.count()) == (1, 1)
+    assert (Playlist.objects.get().version, Channel.objects.count()) == (1, 3)
 
 
 def test_reload_now_reports_a_failure_and_changes_nothing(staff_client, playlist_file):
@@ -84,7 +85,7 @@ def test_playlist_page_lists_its_channels_read_only(staff_client, playlist_file)
     assert page.status_code == 200
     assert "<td>0</td><td>a</td><td>Alpha</td><td>News</td>" in html
     assert "<td>1</td><td>b</td><td>Beta</td><td>Sport</td>" in html
-    assert "All 2 channels" in html
+    assert "All 4 channels" in html  # the demo channels follow the playlist's
     assert channel_page.status_code == 200
     assert 'name="name"' not in channel_page.content.decode()  # no editable field
 
