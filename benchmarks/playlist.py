@@ -1,4 +1,5 @@
-"""Playlist benchmark: parse + load of a generated 100,000-entry playlist, and channel search.
+"""Playlist benchmark: parse + load of a generated 100,000-entry playlist, channel search, and
+finding a channel's sources (the entries that share its tvg-id).
 
     .venv/bin/python benchmarks/playlist.py [--entries 100000] [--runs 5] [--queries 200]
 
@@ -45,9 +46,11 @@ def search_queries(names: list[str], count: int, rng: random.Random) -> list[str
 def playlist_text(entries: int, seed: int = 7) -> str:
     rng = random.Random(seed)
     lines = ['#EXTM3U url-tvg="http://epg.example/guide.xml"']
+    tvg_id = ""
     for n, name in enumerate(channel_names(entries, rng)):
         # Mostly unique IDs; every 10th a second stream of the previous channel; some without.
-        tvg_id = "" if n % 10 == 5 else f"{name.split(' ')[0]}{n - (n % 10 == 9)}.de"
+        if n % 10 != 9:
+            tvg_id = "" if n % 10 == 5 else f"{name.split(' ')[0]}{n}.de"
         lines.append(
             f'#EXTINF:-1 tvg-id="{tvg_id}" tvg-name="{name}" tvg-logo="http://logo.example/{n}.png"'
             f' group-title="{rng.choice(GROUPS)}" tvg-chno="{n + 1}",{name} (1080p)'
@@ -68,12 +71,13 @@ def main() -> None:
 
     from channels_admin.m3u import m3u_parse
     from channels_admin.models import Channel
-    from channels_admin.selectors import channels_search
+    from channels_admin.selectors import channel_sources, channels_search
     from channels_admin.services.playlists import playlist_reload
 
     path = var_dir / "bench.m3u"
     path.write_text(playlist_text(args.entries), encoding="utf-8")
     settings.CHANNELS_PLAYLIST_PATH = str(path)
+    settings.CHANNELS_DEMO = False  # the generated entries only
     content = path.read_bytes()
 
     parse_times, load_times, reload_times = [], [], []
@@ -101,6 +105,13 @@ def main() -> None:
     in_group = len(channels_search(group="group 7"))
     group_time = time.perf_counter() - group_started
 
+    picked = random.Random(13).sample(range(args.entries), min(args.queries, args.entries))
+    source_times, source_counts = [], []
+    for channel in Channel.objects.filter(position__in=picked):
+        started = time.perf_counter()
+        source_counts.append(len(channel_sources(channel=channel)))
+        source_times.append(time.perf_counter() - started)
+
     ms = [t * 1000 for t in sorted(search_times)]
     print(f"entries: {args.entries}, database: {settings.DATABASES['default']['ENGINE']}")
     print(f"parse only:            median {statistics.median(parse_times):.3f} s")
@@ -118,6 +129,12 @@ def main() -> None:
     broad_time = time.perf_counter() - broad_started
     print(f"group filter 'group 7': {group_time * 1000:.1f} ms for {in_group} channels")
     print(f"broad search 'ka': {broad_time * 1000:.1f} ms for {broad} channels")
+    source_ms = sorted(t * 1000 for t in source_times)
+    print(
+        f"sources of a channel ({len(source_ms)} channels): p50 "
+        f"{statistics.median(source_ms):.2f} ms, max {source_ms[-1]:.2f} ms; "
+        f"{source_counts.count(2)} of them with a second stream"
+    )
 
 
 if __name__ == "__main__":

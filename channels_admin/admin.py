@@ -1,7 +1,13 @@
-"""Django admin for the playlist (with its read-only channel list) and the channels."""
+"""Django admin for the playlist (with its read-only channel list), the channels (with their
+sources in order) and the backups added to them by hand."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
@@ -10,8 +16,9 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from channels_admin.errors import PlaylistReloadError
-from channels_admin.models import Channel, Playlist, StreamState
-from channels_admin.services.playlists import playlist_reload
+from channels_admin.models import BackupSource, Channel, Playlist, StreamState
+from channels_admin.selectors import backup_key_listed, channel_source_rows
+from channels_admin.services.playlists import playlist_get_or_create, playlist_reload
 
 CHANNEL_FIELDS = ("position", "channel_id", "name", "group", "stream_url", "logo", "chno")
 CHANNEL_PREVIEW = 50
@@ -86,6 +93,7 @@ class ChannelAdmin(admin.ModelAdmin):
         "referrer",
         "http_headers",
         "attrs",
+        "sources",
     )
     fields = readonly_fields
     ordering = ("position",)
@@ -97,6 +105,121 @@ class ChannelAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Channel | None = None) -> bool:
         return False
+
+    @admin.display(description="sources (in the order they are tried)")
+    def sources(self, channel: Channel) -> str:
+        rows = channel_source_rows(channel=channel)
+        table = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    number,
+                    _source_origin(row.origin, row.backup),
+                    row.upstream.url,
+                    json.dumps(dict(row.upstream.headers), ensure_ascii=False),
+                )
+                for number, row in enumerate(rows, start=1)
+            ),
+        )
+        add_url = (
+            reverse("admin:channels_admin_backupsource_add")
+            + "?"
+            + urlencode({"playlist": channel.playlist_id, "channel_key": channel.source_key})
+        )
+        return format_html(
+            "<table><tr><th>#</th><th>source</th><th>URL</th><th>headers</th></tr>{}</table>"
+            '<p><a href="{}">Add a backup by hand</a> (channel key {})</p>',
+            table,
+            add_url,
+            channel.source_key,
+        )
+
+
+_ORIGINS = {"primary": "primary", "playlist": "backup from the playlist"}
+
+
+def _source_origin(origin: str, backup: BackupSource | None) -> str:
+    if backup is None:
+        return _ORIGINS[origin]
+    url = reverse("admin:channels_admin_backupsource_change", args=[backup.pk])
+    return format_html('<a href="{}">backup by hand</a>', url)
+
+
+class BackupSourceForm(forms.ModelForm):
+    class Meta:
+        model = BackupSource
+        fields = ("playlist", "channel_key", "position", "url", "headers")
+
+    def clean_channel_key(self) -> str:
+        key = self.cleaned_data["channel_key"].strip()
+        playlist = self.cleaned_data.get("playlist")
+        # A backup may outlive its channel (orphaned), but a new key must name a channel now:
+        # a typo would otherwise never play. (The instance still holds the saved values.)
+        if playlist is None:
+            return key
+        saved = (self.instance.channel_key, self.instance.playlist_id)
+        if saved != (key, playlist.pk) and not backup_key_listed(
+            playlist_id=playlist.pk, channel_key=key
+        ):
+            raise forms.ValidationError(
+                f"No channel of {playlist} has the key {key!r} (its tvg-id or, for an entry "
+                "without one, its channel ID). Open the channel in Channels and follow “Add a "
+                "backup by hand”."
+            )
+        return key
+
+
+class ListedFilter(admin.SimpleListFilter):
+    title = "in the playlist"
+    parameter_name = "listed"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple]:
+        return [("yes", "yes"), ("no", "no (orphaned)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() in ("yes", "no"):
+            return queryset.filter(listed=self.value() == "yes")
+        return queryset
+
+
+@admin.register(BackupSource)
+class BackupSourceAdmin(admin.ModelAdmin):
+    form = BackupSourceForm
+    list_display = ("channel_key", "position", "url", "listed", "created_at")
+    list_filter = (ListedFilter, "playlist")
+    search_fields = ("channel_key", "url")
+    fields = ("playlist", "channel_key", "position", "url", "headers", "channels", "created_at")
+    readonly_fields = ("channels", "created_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[BackupSource]:
+        return super().get_queryset(request).with_listed()
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        initial.setdefault("playlist", playlist_get_or_create().pk)
+        return initial
+
+    @admin.display(description="in the playlist", boolean=True)
+    def listed(self, backup: BackupSource) -> bool:
+        return backup.listed
+
+    @admin.display(description="channels with this key")
+    def channels(self, backup: BackupSource) -> str:
+        if backup.pk is None:
+            return "-"
+        channels = Channel.objects.filter(playlist_id=backup.playlist_id).filter(
+            models.Q(tvg_id=backup.channel_key) | models.Q(tvg_id="", channel_id=backup.channel_key)
+        )
+        links = format_html_join(
+            ", ",
+            '<a href="{}">{}</a>',
+            (
+                (reverse("admin:channels_admin_channel_change", args=[c.pk]), c.name)
+                for c in channels.order_by("position").only("name")[:CHANNEL_PREVIEW]
+            ),
+        )
+        return links or "none: orphaned (kept, unused until the key is in the playlist again)"
 
 
 @admin.register(StreamState)

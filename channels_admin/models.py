@@ -1,10 +1,13 @@
-"""The playlist, its channels, and the state of the shared stream."""
+"""The playlist, its channels, the backups added to them by hand, and the state of the shared
+stream."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from channels_admin.streaming.sources import source_label
@@ -94,9 +97,20 @@ class Channel(models.Model):
             # The ID first: it finds a channel by ID, and is no use for a scan of the playlist.
             models.UniqueConstraint(fields=["channel_id", "playlist"], name="unique_channel_id"),
         ]
+        indexes = [
+            # A channel's other sources are the entries with its tvg-id: without this, finding
+            # them reads the whole playlist (100,000 rows) at every switch.
+            models.Index(fields=["tvg_id", "playlist"], name="channel_tvg_id"),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def source_key(self) -> str:
+        """What the channel's backups added by hand are filed under: its ``tvg-id``, which
+        every stream of one channel shares, or for an entry without one its channel ID."""
+        return self.tvg_id or self.channel_id
 
     @property
     def upstream_headers(self) -> dict[str, str]:
@@ -108,6 +122,89 @@ class Channel(models.Model):
         if self.referrer:
             headers["Referer"] = self.referrer
         return headers
+
+
+class BackupSourceQuerySet(models.QuerySet):
+    def with_listed(self) -> BackupSourceQuerySet:
+        """Each backup with ``listed``: whether an entry of its playlist has its key (a tvg-id,
+        or the channel ID of an entry without one); one that is not listed is orphaned."""
+        channels = Channel.objects.filter(playlist=models.OuterRef("playlist"))
+        return self.annotate(
+            listed=models.Exists(channels.filter(tvg_id=models.OuterRef("channel_key")))
+            | models.Exists(channels.filter(tvg_id="", channel_id=models.OuterRef("channel_key")))
+        )
+
+
+class BackupSource(models.Model):
+    """A stream added by hand as a backup of a playlist channel.
+
+    It belongs to the channel's :attr:`Channel.source_key` rather than to a channel row, since a
+    reload replaces every row: it outlives reloads, and while no entry of the playlist has its
+    key it is kept but unused (the admin shows it as orphaned) until the key comes back.
+    """
+
+    # Found by their key (the index below), never by the playlist alone: no index of its own.
+    playlist = models.ForeignKey(
+        Playlist, on_delete=models.CASCADE, related_name="backups", db_index=False
+    )
+    channel_key = models.CharField(
+        "channel key",
+        max_length=300,
+        help_text="The channel's tvg-id; for an entry without one, its channel ID.",
+    )
+    position = models.PositiveIntegerField(
+        default=0, help_text="Backups by hand are tried in this order, after the playlist's."
+    )
+    url = models.CharField("URL", max_length=4000, help_text="An http:// or https:// stream.")
+    headers = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='HTTP headers sent with it, as a JSON object: {"Referer": "https://..."}.',
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = BackupSourceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["playlist", "channel_key", "position", "id"]
+        indexes = [models.Index(fields=["channel_key", "playlist"], name="backup_channel_key")]
+
+    def __str__(self) -> str:
+        return f"{self.channel_key}: {self.url}"
+
+    def clean(self) -> None:
+        errors = {}
+        if not url_relayable(self.url):
+            errors["url"] = "The URL must start with http:// or https:// and name a host."
+        if not headers_valid(self.headers):
+            errors["headers"] = (
+                'Headers must be a JSON object of header names to text values, e.g. {"Referer": '
+                '"https://example.org/"}: each name a header name, each value one line of text.'
+            )
+        if errors:
+            raise ValidationError(errors)
+
+
+# A scheme the hub relays, then a host: "http://" alone is no stream.
+_RELAYABLE_URL = re.compile(r"https?://[^\s/?#]+\S*", re.IGNORECASE)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+_HEADER_BREAK = re.compile(r"[\r\n\x00]")
+
+
+def url_relayable(url: str) -> bool:
+    """Whether the hub can relay ``url``: http or https, with a host."""
+    return _RELAYABLE_URL.fullmatch(url) is not None
+
+
+def headers_valid(headers: object) -> bool:
+    """Whether ``headers`` is a mapping of header names to values that fit in one header line."""
+    return isinstance(headers, dict) and all(
+        isinstance(name, str)
+        and _HEADER_NAME.fullmatch(name)
+        and isinstance(value, str)
+        and not _HEADER_BREAK.search(value)
+        for name, value in headers.items()
+    )
 
 
 def _header_case(name: str) -> str:

@@ -1,13 +1,16 @@
-"""Reads of the channel admin: channel search, groups, and the stream status."""
+"""Reads of the channel admin: channel search, groups, a channel's sources, and the stream
+status."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from django.db.models import Count
 
-from channels_admin.models import Channel, Playlist, StreamState
+from channels_admin.models import BackupSource, Channel, Playlist, StreamState, url_relayable
 from channels_admin.runtime import stream_runtime
+from channels_admin.streaming.hub import Upstream
 
 
 def channels_search(*, search: str = "", group: str = "") -> list[dict[str, str]]:
@@ -40,6 +43,60 @@ def groups_list() -> list[dict[str, Any]]:
     return sorted(
         ({"name": row["group"], "channels": row["channels"]} for row in rows),
         key=lambda row: (row["name"].casefold(), row["name"]),
+    )
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One of a channel's sources, with where it comes from (for the admin's list)."""
+
+    origin: Literal["primary", "playlist", "by hand"]
+    upstream: Upstream
+    backup: BackupSource | None = None  # the row of a backup added by hand
+
+
+def channel_sources(*, channel: Channel) -> list[Upstream]:
+    """The streams that play ``channel``, in the order to try them (see
+    :func:`channel_source_rows`)."""
+    return [row.upstream for row in channel_source_rows(channel=channel)]
+
+
+def channel_source_rows(*, channel: Channel) -> list[SourceRow]:
+    """``channel``'s own stream first; then the playlist's other entries with its ``tvg-id``,
+    in playlist order; then the backups added by hand under its key, in their order. A URL
+    comes once (its first place), and a backup the hub cannot relay (not http or https) is left
+    out. Two queries at most: the entries with the ``tvg-id``, the backups."""
+    rows = [SourceRow("primary", Upstream(channel.stream_url, channel.upstream_headers))]
+    seen = {channel.stream_url}
+    if channel.tvg_id:
+        siblings = (
+            Channel.objects.filter(playlist_id=channel.playlist_id, tvg_id=channel.tvg_id)
+            .exclude(pk=channel.pk)
+            .order_by("position")
+            .only("stream_url", "http_headers", "user_agent", "referrer")
+        )
+        for sibling in siblings:
+            if sibling.stream_url not in seen and url_relayable(sibling.stream_url):
+                seen.add(sibling.stream_url)
+                upstream = Upstream(sibling.stream_url, sibling.upstream_headers)
+                rows.append(SourceRow("playlist", upstream))
+    backups = BackupSource.objects.filter(
+        playlist_id=channel.playlist_id, channel_key=channel.source_key
+    ).order_by("position", "id")
+    for backup in backups:
+        if backup.url not in seen and url_relayable(backup.url):
+            seen.add(backup.url)
+            rows.append(SourceRow("by hand", Upstream(backup.url, dict(backup.headers)), backup))
+    return rows
+
+
+def backup_key_listed(*, playlist_id: int, channel_key: str) -> bool:
+    """Whether an entry of the playlist has ``channel_key`` (its tvg-id or, without one, its
+    channel ID): a backup under a key no entry has is orphaned."""
+    channels = Channel.objects.filter(playlist_id=playlist_id)
+    return (
+        channels.filter(tvg_id=channel_key).exists()
+        or channels.filter(tvg_id="", channel_id=channel_key).exists()
     )
 
 

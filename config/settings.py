@@ -263,6 +263,9 @@ CHANNELS_PLAYLIST_PATH = env_str("CHANNELS_PLAYLIST_PATH", "")
 CHANNELS_PLAYLIST_URL = env_str("CHANNELS_PLAYLIST_URL", "")
 CHANNELS_PLAYLIST_MAX_BYTES = env_int("CHANNELS_PLAYLIST_MAX_MB", 50, minimum=1) * 1024 * 1024
 CHANNELS_PLAYLIST_TIMEOUT_SEC = env_int("CHANNELS_PLAYLIST_TIMEOUT_SEC", 30, minimum=1)
+# The default playlist's two demo channels, listed after a configured playlist's own entries
+# too (group "Demo"), so that one channel is always known to work.
+CHANNELS_DEMO = env_bool("CHANNELS_DEMO", True)
 CHANNELS_ADMIN_TOKEN = env_str("CHANNELS_ADMIN_TOKEN", "")
 CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC = env_int(
     "CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC", 5, minimum=1

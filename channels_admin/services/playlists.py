@@ -1,5 +1,7 @@
 """Reloading the playlist: download (optional), parse, and swap the channel list atomically.
 
+The server's two demo channels follow the playlist's own entries (``CHANNELS_DEMO``).
+
 A reload either succeeds completely or changes nothing: the file on disk is replaced only after
 the new content parsed, and the channel list, the version and the file change together inside
 one database transaction.
@@ -24,7 +26,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from channels_admin.errors import PlaylistReloadError
-from channels_admin.m3u import M3UParseError, M3UPlaylist, channel_ids, m3u_parse
+from channels_admin.m3u import M3UEntry, M3UParseError, M3UPlaylist, channel_ids, m3u_parse
 from channels_admin.models import Channel, Playlist, StreamState
 from channels_admin.services.status import status_broadcast
 
@@ -48,7 +50,7 @@ def playlist_reload(*, playlist: Playlist | None = None) -> ReloadResult:
     try:
         content = _source_read(playlist)
         with _gc_paused():
-            parsed = m3u_parse(content)
+            parsed = _with_demo_channels(m3u_parse(content))
     except (PlaylistReloadError, M3UParseError) as error:
         _failure_record(playlist, str(error))
         raise PlaylistReloadError(str(error)) from error
@@ -85,6 +87,24 @@ def default_playlist_text() -> str:
         '#EXTINF:-1 tvg-id="demo.2" tvg-chno="2" group-title="Demo",Test pattern 2\n'
         f"{base}/tv/demo/2.ts\n"
     )
+
+
+def demo_entries() -> list[M3UEntry]:
+    """The server's demo channels, as the default playlist lists them."""
+    return m3u_parse(default_playlist_text()).entries
+
+
+def _with_demo_channels(parsed: M3UPlaylist) -> M3UPlaylist:
+    """The playlist with the demo channels after its own entries, so that one channel is always
+    known to work (``CHANNELS_DEMO``; on by default). A demo channel whose URL the playlist
+    already lists is not added again: the default playlist is those two channels."""
+    if not settings.CHANNELS_DEMO:
+        return parsed
+    listed = {entry.url for entry in parsed.entries}
+    missing = [entry for entry in demo_entries() if entry.url not in listed]
+    if not missing:
+        return parsed
+    return M3UPlaylist(parsed.header_attrs, [*parsed.entries, *missing], parsed.ignored_lines)
 
 
 @contextlib.contextmanager
@@ -176,7 +196,7 @@ def _channels_replace(
             entry.url,
             entry.group,
             entry.logo,
-            entry.tvg_id,
+            entry.tvg_id.strip(),
             entry.tvg_name,
             entry.chno,
             entry.user_agent,

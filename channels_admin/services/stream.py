@@ -19,6 +19,7 @@ from django.utils import timezone
 from channels_admin.errors import ChannelNotFound, UnsupportedStream
 from channels_admin.models import Channel, StreamState
 from channels_admin.runtime import stream_runtime
+from channels_admin.selectors import channel_sources
 from channels_admin.services.status import status_broadcast
 
 RELAYED_SCHEMES = ("http", "https")
@@ -107,7 +108,10 @@ def channel_select(*, channel_id: str, message: str = "") -> tuple[Channel, Stre
         raise UnsupportedStream(
             f"channel {channel_id!r} streams over {scheme}://; only http and https are relayed"
         )
-    sources = [{"url": channel.stream_url, "headers": channel.upstream_headers}]
+    sources = [
+        {"url": source.url, "headers": dict(source.headers)}
+        for source in channel_sources(channel=channel)
+    ]
     state, _ = StreamState.objects.update_or_create(
         pk=StreamState.SINGLETON_PK,
         defaults={

@@ -97,7 +97,14 @@ async def test_channels_in_playlist_order(client, channels):
 
     assert response.status_code == 200
     body = response.json()
-    assert [c["id"] for c in body] == ["news.one", "sport.one", "news.two", body[3]["id"]]
+    assert [c["id"] for c in body] == [
+        "news.one",
+        "sport.one",
+        "news.two",
+        body[3]["id"],
+        "demo.1",  # the demo channels follow the playlist (CHANNELS_DEMO)
+        "demo.2",
+    ]
     assert body[0] == {
         "id": "news.one",
         "name": "Ärzte News",
@@ -118,6 +125,7 @@ async def test_channels_in_playlist_order(client, channels):
         ("group=news", ["news.one", "news.two"]),
         ("group=NEWS&search=tv", ["news.two"]),
         ("group=New", []),  # the group must match whole
+        ("group=demo", ["demo.1", "demo.2"]),
         ("search=nothing-like-this", []),
     ],
 )
@@ -146,13 +154,17 @@ async def test_a_nul_in_a_filter_is_refused(client, channels, query, message):
 async def test_empty_filters_are_no_filters(client, channels):
     response = await client.get("/api/admin/channels?search=&group=")
 
-    assert len(response.json()) == 4
+    assert len(response.json()) == 6
 
 
 async def test_groups_with_counts_sorted_by_name(client, channels):
     response = await client.get("/api/admin/groups")
 
-    assert response.json() == [{"name": "News", "channels": 2}, {"name": "Sport", "channels": 2}]
+    assert response.json() == [
+        {"name": "Demo", "channels": 2},
+        {"name": "News", "channels": 2},
+        {"name": "Sport", "channels": 2},
+    ]
 
 
 async def test_select_channel_updates_status_and_points_the_hub(
@@ -260,7 +272,7 @@ async def test_reload_reports_the_channel_count(client, channels, playlist_file)
 
     response = await client.post("/api/admin/playlist/reload")
 
-    assert response.json() == {"status": "ok", "channels": 1}
+    assert response.json() == {"status": "ok", "channels": 3}  # and the two demo channels
     assert (await Playlist.objects.aget(name="default")).version == 2
 
 
@@ -272,7 +284,7 @@ async def test_failed_reload_is_500_with_the_detail(client, channels, playlist_f
     assert response.status_code == 500
     assert response.content.decode().startswith("failed to reload playlist: ")
     assert "HTML" in response.content.decode()
-    assert await Channel.objects.acount() == 4
+    assert await Channel.objects.acount() == 6
 
 
 # Access
@@ -293,7 +305,7 @@ async def nothing_changed() -> bool:
     """No channel selected and the playlist as loaded, though its file now lists another."""
     state = await StreamState.objects.filter(pk=StreamState.SINGLETON_PK).afirst()
     names = [name async for name in Channel.objects.values_list("name", flat=True)]
-    return (state is None or not state.live) and len(names) == 4
+    return (state is None or not state.live) and len(names) == 6
 
 
 @pytest.mark.parametrize("path", ADMIN_ENDPOINTS)

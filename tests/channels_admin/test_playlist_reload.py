@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import threading
 from io import StringIO
@@ -27,6 +28,13 @@ THREE = m3u(
     ("b.de", "Beta", "http://tv.example/b.ts"),
     ("a.de", "Alpha HD", "http://tv.example/a-hd.ts"),
 )
+
+
+@pytest.fixture(autouse=True)
+def playlist_entries_only(settings):
+    """These tests are about the playlist's own entries: the demo channels that follow them
+    (``CHANNELS_DEMO``) are left out, except in the tests about them."""
+    settings.CHANNELS_DEMO = False
 
 
 def listing() -> list[tuple[str, str, str]]:
@@ -202,7 +210,63 @@ def test_reload_keeps_the_name_when_the_stream_is_gone(playlist_file):
     assert StreamState.objects.get().channel_name == "Beta"
 
 
+def test_demo_channels_follow_a_configured_playlist(playlist_file, settings):
+    settings.CHANNELS_DEMO = True
+    settings.SERVER_URL = "http://127.0.0.1:7263"
+    playlist_file(THREE)
+
+    result = playlist_reload()
+
+    assert result.channels == 5
+    rows = Channel.objects.order_by("position").values_list(
+        "position", "channel_id", "name", "group", "stream_url"
+    )
+    assert list(rows)[3:] == [
+        (3, "demo.1", "Test pattern 1", "Demo", "http://127.0.0.1:7263/tv/demo/1.ts"),
+        (4, "demo.2", "Test pattern 2", "Demo", "http://127.0.0.1:7263/tv/demo/2.ts"),
+    ]
+    assert [row[0] for row in listing()][:2] == ["a.de", "b.de"]
+
+
+def test_demo_channels_follow_a_downloaded_playlist(playlist_file, settings, served):
+    settings.CHANNELS_DEMO = True
+    served["/list.m3u"] = (200, THREE.encode())
+    settings.CHANNELS_PLAYLIST_URL = url_of(served, "/list.m3u")
+
+    playlist_reload()
+
+    assert [row[0] for row in listing()][3:] == ["demo.1", "demo.2"]
+    assert playlist_file.path.read_text(encoding="utf-8") == THREE  # the file as downloaded
+
+
+def test_demo_channels_take_other_ids_beside_a_playlists_own_demo_1(playlist_file, settings):
+    settings.CHANNELS_DEMO = True
+    settings.SERVER_URL = "http://127.0.0.1:7263"
+    playlist_file(m3u(("demo.1", "Their demo", "http://tv.example/demo.ts")))
+
+    playlist_reload()
+
+    url = b"http://127.0.0.1:7263/tv/demo/1.ts"
+    demo_1 = "demo.1~" + hashlib.sha1(url, usedforsecurity=False).hexdigest()[:8]
+    assert listing() == [
+        ("demo.1", "Their demo", "News"),
+        (demo_1, "Test pattern 1", "Demo"),
+        ("demo.2", "Test pattern 2", "Demo"),
+    ]
+
+
+def test_no_demo_channels_with_channels_demo_0(playlist_file, settings):
+    settings.CHANNELS_DEMO = False
+    playlist_file(THREE)
+
+    result = playlist_reload()
+
+    assert result.channels == 3
+    assert not Channel.objects.filter(group="Demo").exists()
+
+
 def test_default_playlist_has_the_servers_demo_channels(settings, tmp_path):
+    settings.CHANNELS_DEMO = True  # and not twice
     settings.CHANNELS_PLAYLIST_PATH = ""
     settings.CHANNELS_PLAYLIST_URL = ""
     settings.CHANNELS_DEFAULT_PLAYLIST_PATH = tmp_path / "playlist.m3u"
@@ -244,13 +308,14 @@ def test_ensure_loaded_does_nothing_once_loaded(playlist_file):
     assert Playlist.objects.get().version == 1
 
 
-def test_command_reloads(playlist_file):
+def test_command_reloads(playlist_file, settings):
+    settings.CHANNELS_DEMO = True
     playlist_file(THREE)
     out = StringIO()
 
     call_command("reload_playlist", stdout=out)
 
-    assert out.getvalue() == "reloaded: 3 channels, version 1\n"
+    assert out.getvalue() == "reloaded: 5 channels, version 1\n"  # the two demo channels too
 
 
 def test_command_fails_with_the_reason(playlist_file):

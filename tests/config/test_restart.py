@@ -106,5 +106,5 @@ def test_a_reload_killed_half_way_leaves_the_old_list(tmp_path: Path) -> None:
     reload.send_signal(signal.SIGKILL)
     reload.wait(timeout=10)
 
-    assert before == ["Old one", "Old two"]
+    assert before == ["Old one", "Old two", "Test pattern 1", "Test pattern 2"]  # demo after
     assert channel_names(database) == before
