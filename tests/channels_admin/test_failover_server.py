@@ -1,0 +1,174 @@
+"""Failover and switches that fail, on the real server with a real origin of real MPEG-TS: the
+playlist's entries that share a tvg-id back each other up, a /ts viewer stays connected through
+a failover and goes on decoding, the status says which source plays and what failed, and a
+switch to a channel that shows no picture goes back to the channel before, saying why."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import socket
+import threading
+from urllib.parse import urlsplit
+
+import av
+import pytest
+
+from tests.channels_admin.media_upstream import Behaviour, MediaUpstream
+from tests.channels_admin.stream_client import select, status, wait_until
+from tests.conftest import free_port, running_server
+
+SWITCH_TIMEOUT_SEC = 3
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on: the connection is refused."""
+    return f"http://127.0.0.1:{free_port()}/dead.ts"
+
+
+def playlist_for(origin: MediaUpstream) -> str:
+    return (
+        "#EXTM3U\n"
+        '#EXTINF:-1 tvg-id="one",One\n'
+        f"{origin.url('/one-a.ts')}\n"
+        '#EXTINF:-1 tvg-id="one",One (backup)\n'
+        f"{origin.url('/one-b.ts')}\n"
+        '#EXTINF:-1 tvg-id="two",Two\n'
+        f"{origin.url('/two.ts')}\n"
+        '#EXTINF:-1 tvg-id="dead",Dead\n'
+        f"{closed_port_url()}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def origin():
+    server = MediaUpstream()
+    yield server
+    server.close()
+
+
+def server_for(origin: MediaUpstream, var_dir):
+    playlist = var_dir / "channels.m3u"
+    playlist.write_text(playlist_for(origin), encoding="utf-8")
+    return running_server(
+        var_dir,
+        CHANNELS_PLAYLIST_PATH=str(playlist),
+        CHANNELS_DEMO="0",
+        CHANNELS_STALL_TIMEOUT="1",
+        CHANNELS_SWITCH_TIMEOUT_SEC=str(SWITCH_TIMEOUT_SEC),
+    )
+
+
+@pytest.fixture(scope="module")
+def server(origin, tmp_path_factory):
+    with server_for(origin, tmp_path_factory.mktemp("failover-var")) as base_url:
+        yield base_url
+
+
+@pytest.fixture(autouse=True)
+def origin_plays(origin):
+    origin.behaviour.clear()
+
+
+class Viewer(threading.Thread):
+    """A /ts client that reads in a thread until closed."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(daemon=True)
+        parts = urlsplit(server)
+        self.sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+        self.sock.sendall(b"GET /ts HTTP/1.1\r\nHost: test\r\n\r\n")
+        self.data = bytearray()
+        self.ended = False
+        self.start()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := self.sock.recv(65536):
+                self.data += chunk
+        self.ended = True
+
+    def body(self) -> bytes:
+        """The TS bytes, without the HTTP head and the chunked framing."""
+        head, _, rest = bytes(self.data).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        body = bytearray()
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line, 16)
+            if size == 0 or len(rest) < size:
+                break
+            body += rest[:size]
+            rest = rest[size + 2 :]
+        return bytes(body)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.join(timeout=5)
+        self.sock.close()
+
+
+def decoded_frames(data: bytes) -> int:
+    with av.open(io.BytesIO(data), format="mpegts") as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+def test_a_failover_keeps_the_viewer_and_the_status_says_what_failed(server, origin):
+    select(server, "one")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing One", what="playing")
+    assert (status(server)["source"], status(server)["sources"]) == ("primary", 2)
+    viewer = Viewer(server)
+    wait_until(lambda: len(viewer.data) > 50_000, what="viewer data")
+
+    origin.behaviour["/one-a.ts"] = Behaviour.REFUSE
+    origin.drop("/one-a.ts")
+    wait_until(lambda: status(server)["source"] == "backup 2 of 2", what="the backup plays")
+    received = len(viewer.data)
+    wait_until(lambda: len(viewer.data) > received + 100_000, what="backup data")
+    kept = not viewer.ended
+    viewer.close()
+
+    now = status(server)
+    assert now["failovers"] == 1
+    assert now["last_failure"]["source"] == "primary"
+    assert now["last_failure"]["reason"] == "the upstream ended the stream"
+    assert now["reconnecting"] is False
+    assert now["switch_message"] == "Now playing One"
+    assert kept is True  # the server never ended the viewer's stream
+    assert decoded_frames(viewer.body()) > 50  # one stream, on through the failover
+    assert max(c.overlapping for c in origin.connections) == 0
+
+
+def test_a_switch_to_a_dead_channel_goes_back_to_the_channel_before(server, origin):
+    select(server, "two")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Two", what="playing")
+
+    select(server, "dead")
+    assert status(server)["switch_message"] == "Switching to Dead…"
+    wait_until(
+        lambda: status(server)["channel_name"] == "Two",
+        timeout=SWITCH_TIMEOUT_SEC + 5,
+        what="back on Two",
+    )
+    wait_until(lambda: not status(server)["transitioning"], what="Two plays again")
+
+    now = status(server)
+    assert now["switch_message"] == "Dead did not answer (connection refused): back on Two"
+    assert (now["live"], now["upstream_down"], now["source"]) == (True, False, "primary")
+    assert max(c.overlapping for c in origin.connections) == 0
+
+
+def test_a_first_switch_to_a_dead_channel_stays_and_keeps_trying(origin, tmp_path):
+    with server_for(origin, tmp_path) as fresh:
+        select(fresh, "dead")
+        wait_until(
+            lambda: status(fresh)["switch_message"] != "Switching to Dead…",
+            timeout=SWITCH_TIMEOUT_SEC + 5,
+            what="the outcome",
+        )
+        now = status(fresh)
+
+    assert now["switch_message"] == "Dead did not answer (connection refused): still trying"
+    assert (now["channel_name"], now["live"], now["reconnecting"]) == ("Dead", True, True)
+    assert now["last_failure"]["reason"] == "connection refused"
