@@ -45,5 +45,6 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.remux",
         "channels_admin.streaming.subscription",
         "channels_admin.streaming.ts",
+        "channels_admin.streaming.ts_scan",
     ]
     assert json.loads(probe.stdout) == {name: [] for name in names}
