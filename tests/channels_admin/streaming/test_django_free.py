@@ -40,6 +40,7 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.demo_encoder",
         "channels_admin.streaming.gop_cache",
         "channels_admin.streaming.hls",
+        "channels_admin.streaming.hls_output",
         "channels_admin.streaming.hub",
         "channels_admin.streaming.relay",
         "channels_admin.streaming.remux",
