@@ -44,6 +44,7 @@ from channels_admin.streaming.hls import (
     Response,
     looks_like_hls,
 )
+from channels_admin.streaming.hls_output import HlsOutput
 from channels_admin.streaming.relay import Relay, RelayError
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import PacketAligner
@@ -99,6 +100,7 @@ class Hub:
         hls_max_bandwidth: int | None = None,
         gop_cache_bytes: int = 0,
         gop_cache_seconds: float = 15.0,
+        hls: HlsOutput | None = None,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=read_timeout
@@ -114,6 +116,7 @@ class Hub:
         self._relay = relay
         self._hls_max_bandwidth = hls_max_bandwidth
         self._gop = GopCache(max_bytes=gop_cache_bytes, max_seconds=gop_cache_seconds)
+        self.hls = hls if hls is not None else HlsOutput()  # the stream as HLS segments
         # A dict for its order: the newest viewers are the first to be cut off.
         self._subscriptions: dict[Subscription, None] = {}
         self._upstream: Upstream | None = None
@@ -207,6 +210,7 @@ class Hub:
             self._subscriptions.clear()
             self._viewers_changed.set()
             self._gop.clear()
+            self.hls.reset() if upstream is None else self.hls.discontinuity()
             self._viewer_limit = self._viewer_buffer_bytes
             self._upstream = upstream
             self._generation = generation
@@ -256,6 +260,7 @@ class Hub:
     def _push(self, data: bytes) -> None:
         self.streamed_bytes += len(data)
         self._gop.feed(data)
+        self.hls.feed(data)
         self._fit_bursts(len(data))
         for subscription in self._subscriptions:
             subscription.push(data)
