@@ -237,6 +237,7 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "switch_started_at": None,
         "current_stream_url": "",
         "viewers": 0,
+        "hls_viewers": 0,
         "refusing_viewers": False,
         "viewers_refused": 0,
         "viewers_shed": 0,
