@@ -29,10 +29,12 @@ daemon off;
 pid {work}/nginx.pid;
 error_log {work}/error.log;
 worker_processes 1;
-events {{}}
+worker_rlimit_nofile 16384;
+events {{ worker_connections 8192; }}
 http {{
     log_format origin '$request_uri $upstream_cache_status $upstream_addr';
     access_log {work}/access.log origin;
+    log_subrequest on;  # the playlist's background updates are subrequests
     client_body_temp_path {work}/body;
     proxy_temp_path {work}/proxy;
     fastcgi_temp_path {work}/fastcgi;
