@@ -1,5 +1,5 @@
-"""Async consumers: the shared MPEG-TS stream at /ts, the built-in demo channels, and the
-status feed the viewer page listens to."""
+"""Async consumers: the shared MPEG-TS stream at /ts, its HLS output at /hls/, the built-in
+demo channels, and the status feed the viewer page listens to."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from channels_admin.selectors import viewer_counts, viewer_status
+from channels_admin.selectors import hls_playlist, hls_segment, viewer_counts, viewer_status
 from channels_admin.services.status import STATUS_GROUP
 from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
 from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
@@ -29,6 +29,20 @@ TS_HEADERS = [
     (b"Access-Control-Allow-Origin", b"*"),
 ]
 TEXT = (b"Content-Type", b"text/plain; charset=utf-8")
+ANY_ORIGIN = (b"Access-Control-Allow-Origin", b"*")
+# A segment's name is never used for other bytes, so caches may keep it; the playlist changes
+# every segment, and a cache in front refreshes it within a second.
+PLAYLIST_HEADERS = [
+    (b"Content-Type", b"application/vnd.apple.mpegurl"),
+    (b"Cache-Control", b"public, max-age=1"),
+    ANY_ORIGIN,
+]
+SEGMENT_HEADERS = [
+    (b"Content-Type", b"video/mp2t"),
+    (b"Cache-Control", b"public, max-age=3600, immutable"),
+    ANY_ORIGIN,
+]
+HLS_ERROR_HEADERS = [TEXT, (b"Cache-Control", b"no-store"), ANY_ORIGIN]
 
 NextChunk = Callable[[], Awaitable[bytes | None]]
 
@@ -156,6 +170,49 @@ class DemoChannelConsumer(StreamingConsumer):
             self.stop.set()
             self.stop = None
             DemoChannelConsumer._running -= 1
+
+
+class HlsConsumer(AsyncHttpConsumer, abc.ABC):
+    """A GET (or HEAD) of the HLS output: one whole answer, no state kept per client."""
+
+    channel_layer_alias = None
+
+    @abc.abstractmethod
+    async def answer(self) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """The status, headers and body."""
+
+    async def handle(self, body: bytes) -> None:
+        method = self.scope["method"]
+        if method not in ("GET", "HEAD"):
+            await self.send_response(
+                405, b"method not allowed", headers=[TEXT, (b"Allow", b"GET, HEAD")]
+            )
+            return
+        status, headers, content = await self.answer()
+        headers = [*headers, (b"Content-Length", str(len(content)).encode())]
+        await self.send_response(status, b"" if method == "HEAD" else content, headers=headers)
+
+
+class HlsPlaylistConsumer(HlsConsumer):
+    """``GET /hls/live.m3u8``: the active channel's live playlist; 503 with the reason (and
+    ``Retry-After``) while no channel is selected or its first segment is not ready."""
+
+    async def answer(self) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        playlist = await hls_playlist()
+        if isinstance(playlist, Refusal):
+            retry = (b"Retry-After", str(playlist.retry_after_sec).encode())
+            return 503, [*HLS_ERROR_HEADERS, retry], playlist.reason.encode()
+        return 200, PLAYLIST_HEADERS, playlist
+
+
+class HlsSegmentConsumer(HlsConsumer):
+    """``GET /hls/<segment>.ts``: a segment the playlist lists (or listed a moment ago)."""
+
+    async def answer(self) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        data = hls_segment(name=self.scope["url_route"]["kwargs"]["name"])
+        if data is None:
+            return 404, HLS_ERROR_HEADERS, b"segment not found"
+        return 200, SEGMENT_HEADERS, data
 
 
 class StatusConsumer(AsyncJsonWebsocketConsumer):

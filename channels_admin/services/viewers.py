@@ -25,16 +25,18 @@ class Refusal:
     retry_after_sec: int
 
 
+NO_CHANNEL = Refusal(
+    "no channel selected: an administrator must pick one first", NO_CHANNEL_RETRY_AFTER_SEC
+)
+
+
 async def viewer_join() -> Subscription | Refusal:
     """A new viewer's subscription to the stream, or why it may not have one now (counted
     by the admission)."""
     runtime = stream_runtime()
     hub = await runtime.hub()
     if hub.upstream is None:
-        return Refusal(
-            "no channel selected: an administrator must pick one first",
-            NO_CHANNEL_RETRY_AFTER_SEC,
-        )
+        return NO_CHANNEL
     refused = runtime.admission.refusal(hub.viewers)
     if refused is not None:
         return Refusal(refused, RETRY_AFTER_SEC)

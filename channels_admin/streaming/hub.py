@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from channels_admin.streaming.gop_cache import GopCache, StreamLayout
+from channels_admin.streaming.gop_cache import GopCache
 from channels_admin.streaming.hls import (
     PLAYLIST_MAX_BYTES,
     HlsError,
@@ -51,6 +51,7 @@ from channels_admin.streaming.hls import (
     Response,
     looks_like_hls,
 )
+from channels_admin.streaming.hls_output import HlsOutput
 from channels_admin.streaming.key_frame_gate import KeyFrameGate
 from channels_admin.streaming.pace import PaceMeter
 from channels_admin.streaming.relay import Relay, RelayError
@@ -58,6 +59,7 @@ from channels_admin.streaming.slate import Slate
 from channels_admin.streaming.sources import SourceCycle, source_label
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import PacketAligner
+from channels_admin.streaming.ts_scan import StreamLayout
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +138,7 @@ class Hub:
         key_frame_timeout: float = KEY_FRAME_TIMEOUT_SECONDS,
         slate_delay: float = SLATE_DELAY_SECONDS,
         slate_pattern: bool = True,
+        hls: HlsOutput | None = None,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=stall_timeout
@@ -157,6 +160,7 @@ class Hub:
         self._gop = GopCache(max_bytes=gop_cache_bytes, max_seconds=gop_cache_seconds)
         self._slate = Slate(self._deliver, pattern=slate_pattern)
         self._layout: StreamLayout | None = None  # the PIDs of the source that played last
+        self.hls = hls if hls is not None else HlsOutput()  # the stream as HLS segments
         # A dict for its order: the newest viewers are the first to be cut off.
         self._subscriptions: dict[Subscription, None] = {}
         self._sources: tuple[Upstream, ...] = ()
@@ -260,6 +264,10 @@ class Hub:
             self._subscriptions.clear()
             self._viewers_changed.set()
             self._gop.clear()
+            if sources:
+                self.hls.discontinuity()
+            else:
+                self.hls.reset()
             self._viewer_limit = self._viewer_buffer_bytes
             self._sources = tuple(sources)
             self._generation = generation
@@ -310,6 +318,7 @@ class Hub:
     def _push(self, data: bytes) -> None:
         self.streamed_bytes += len(data)
         self._gop.feed(data)
+        self.hls.feed(data)
         self._fit_bursts(len(data))
         for subscription in self._subscriptions:
             subscription.push(data)
@@ -357,7 +366,7 @@ class Hub:
                 backoff = cycle.failed(index, played_seconds=played or 0.0)
                 label = source_label(index, len(sources))
                 if played is not None:
-                    self._slate.start(self._layout)
+                    self._slate_start(self._layout)
                     logger.warning(
                         "failover: the %s source failed after playing %.0f s (%s)",
                         label,
@@ -383,7 +392,13 @@ class Hub:
         """A switch's first source has had its time to start; while none plays, the slate
         does."""
         if self.playing_index is None:
-            self._slate.start()
+            self._slate_start(None)
+
+    def _slate_start(self, layout: StreamLayout | None) -> None:
+        """Play the slate (on ``layout``'s PIDs): for the HLS output, another stream."""
+        if not self._slate.playing:
+            self.hls.discontinuity()
+            self._slate.start(layout)
 
     async def _play(
         self, sources: tuple[Upstream, ...], index: int, hls: HlsReader
@@ -406,6 +421,7 @@ class Hub:
                             raise UpstreamError(f"no key frame in {self._key_frame_timeout:g} s")
                         continue
                     await self._slate.stop()
+                    self.hls.discontinuity()  # after the slate or the source that failed
                     self._layout = gate.layout
                     started, playing, reported = loop.time(), hls.playing, loop.time()
                     self.playing_index = index

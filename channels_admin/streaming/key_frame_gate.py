@@ -13,7 +13,8 @@ passes as it is, at once: there is no key frame to wait for.
 
 from __future__ import annotations
 
-from channels_admin.streaming.gop_cache import GopCache, StreamLayout
+from channels_admin.streaming.gop_cache import GopCache
+from channels_admin.streaming.ts_scan import StreamLayout
 
 UNREADABLE_BYTES = 64 * 1024
 GROUP_MAX_BYTES = 64 * 1024 * 1024  # a picture group larger than this is not waited for
@@ -38,8 +39,9 @@ class KeyFrameGate:
         start = self._cache.start()
         if start:
             return self._opened(start)
-        if self._cache.layout_read:
-            if not self._cache.has_video:
+        layout = self._cache.layout
+        if layout is not None:
+            if layout.video_pid is None:
                 return self._opened(b"".join([*self._held, data]))
             self._held.clear()  # a video stream: only a key frame opens the gate
             return b""

@@ -22,9 +22,9 @@ import threading
 from collections.abc import Awaitable, Callable
 
 from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
-from channels_admin.streaming.gop_cache import StreamLayout
 from channels_admin.streaming.remux import MUX_OPTIONS
 from channels_admin.streaming.ts import TS_PACKET
+from channels_admin.streaming.ts_scan import StreamLayout
 from core.threads import iterate_in_thread
 
 SLATE_LABEL = "RECONNECTING"

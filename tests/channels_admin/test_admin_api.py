@@ -261,6 +261,7 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "last_failure": None,
         "switch_message": "",
         "viewers": 0,
+        "hls_viewers": 0,
         "refusing_viewers": False,
         "viewers_refused": 0,
         "viewers_shed": 0,

@@ -47,6 +47,8 @@ def test_viewer_plays_the_channel_and_follows_a_switch(server, page):
     page.wait_for_function(PLAYING, timeout=20_000)
     page.shot("playing")
 
+    # mpegts.js plays /ts through Media Source Extensions: the video's source is theirs
+    assert page.evaluate("() => document.getElementById('player').src").startswith("blob:")
     assert page.text_content("#channel-name") == "Test pattern 1"
     assert page.text_content("#state") == "live"
     assert page.text_content("#channel-details") == "#1 · Demo"
@@ -129,3 +131,64 @@ def test_admin_page_searches_and_selects_a_channel(server, page):
         "() => document.getElementById('message').textContent === 'Playlist reloaded: 2 channels.'"
     )
     assert requests.get(f"{server}/api/admin/status", timeout=5).json()["playlist_version"] == 2
+
+
+def test_a_browser_without_media_source_extensions_gets_the_hls_output(server, page):
+    # Safari on iOS has no MSE and plays HLS itself; Chromium cannot play HLS, but the page's
+    # choice shows in the video's source
+    page.add_init_script("delete window.MediaSource; delete window.ManagedMediaSource;")
+    select(server, "demo.1")
+
+    page.goto(f"{server}/tv/")
+    # (Chromium then fails to play it, and the page tries again a second later)
+    chosen = page.wait_for_function(
+        "() => { const src = document.getElementById('player').src;"
+        " return src.includes('/hls/') && src; }",
+        timeout=10_000,
+    )
+
+    assert chosen.json_value() == f"{server}/hls/live.m3u8"
+    assert page.evaluate("() => typeof window.MediaSource") == "undefined"
+    assert page.evaluate("() => !mpegts.getFeatureList().mseLivePlayback") is True
+
+
+HLS_JS_PAGE = """<!doctype html>
+<video id="player" muted autoplay playsinline></video>
+<script src="/static/vendor/hls.js/dist/hls.min.js"></script>
+<script>
+  const video = document.getElementById("player");
+  const hls = new Hls();
+  window.playing = { sn: 0, start: 0 };  // the segment playing: its media sequence, its start
+  hls.on(Hls.Events.FRAG_CHANGED, (event, data) => {
+    window.playing = { sn: data.frag.sn, start: data.frag.start };
+  });
+  hls.loadSource("/hls/live.m3u8");
+  hls.attachMedia(video);
+  video.play().catch(() => {});
+</script>
+"""
+
+
+def test_hls_js_plays_the_hls_output_across_a_switch(server, page):
+    # (the HLS tests come last: their clients count as viewers for a few segments after)
+    select(server, "demo.1")
+    page.route(
+        f"{server}/hls-test",
+        lambda route: route.fulfill(body=HLS_JS_PAGE, content_type="text/html"),
+    )
+
+    page.goto(f"{server}/hls-test")
+    page.wait_for_function(
+        "() => document.getElementById('player').currentTime > 1", timeout=20_000
+    )
+    select(server, "demo.2")  # answered once the old channel's last segment is published
+    playlist = requests.get(f"{server}/hls/live.m3u8", timeout=5).text
+    switched = int(playlist.rsplit("-", 1)[1].split(".")[0])
+    page.wait_for_function(
+        f"() => window.playing.sn > {switched}"
+        " && document.getElementById('player').currentTime > window.playing.start + 1",
+        timeout=25_000,
+    )
+    page.shot("hls-switched")
+
+    assert "#EXT-X-DISCONTINUITY\n" in requests.get(f"{server}/hls/live.m3u8", timeout=5).text

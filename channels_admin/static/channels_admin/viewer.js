@@ -1,7 +1,9 @@
 // The viewer page: plays /ts with mpegts.js and shows the status the server pushes.
 //
 // The server ends /ts when the channel changes; the player is then rebuilt at once (after an
-// error, a second later), so the page follows the channel without a reload.
+// error, a second later), so the page follows the channel without a reload. A browser without
+// Media Source Extensions (Safari on iOS) cannot run mpegts.js but plays HLS itself: it gets
+// the same channel as /hls/live.m3u8, whose discontinuities carry it across a switch.
 
 import { showState } from "./state.js";
 
@@ -12,7 +14,7 @@ const FEED_RETRY_MAX_MS = 10000;
 
 const video = document.getElementById("player");
 const message = document.getElementById("message");
-let player = null;
+let player = null; // an mpegts.js player, or "hls" while the browser plays the HLS output
 let rebuildTimer = null;
 let live = false;
 
@@ -36,9 +38,28 @@ function showStatus(status) {
 
 function destroyPlayer() {
   if (!player) return;
-  player.destroy();
+  if (player === "hls") {
+    video.removeAttribute("src");
+    video.load();
+  } else {
+    player.destroy();
+  }
   player = null;
 }
+
+function playNativeHls() {
+  destroyPlayer();
+  message.textContent = "";
+  player = "hls";
+  video.src = new URL("/hls/live.m3u8", location.href).href;
+  const playing = video.play();
+  if (playing) playing.catch(() => {}); // autoplay may wait for a click
+}
+
+video.addEventListener("error", () => {
+  // The HLS output is not ready yet (503), or this browser cannot play HLS either.
+  if (player === "hls") scheduleRebuild("Reconnecting…");
+});
 
 function scheduleRebuild(reason, delayMs = REBUILD_DELAY_MS) {
   destroyPlayer();
@@ -52,7 +73,7 @@ function scheduleRebuild(reason, delayMs = REBUILD_DELAY_MS) {
 
 function buildPlayer() {
   if (!window.mpegts || !mpegts.getFeatureList().mseLivePlayback) {
-    message.textContent = "This browser cannot play live MPEG-TS (no Media Source Extensions).";
+    playNativeHls();
     return;
   }
   destroyPlayer();

@@ -40,6 +40,7 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.demo_encoder",
         "channels_admin.streaming.gop_cache",
         "channels_admin.streaming.hls",
+        "channels_admin.streaming.hls_output",
         "channels_admin.streaming.hub",
         "channels_admin.streaming.key_frame_gate",
         "channels_admin.streaming.pace",
@@ -49,5 +50,6 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.sources",
         "channels_admin.streaming.subscription",
         "channels_admin.streaming.ts",
+        "channels_admin.streaming.ts_scan",
     ]
     assert json.loads(probe.stdout) == {name: [] for name in names}
