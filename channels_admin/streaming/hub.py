@@ -17,7 +17,8 @@ are reported to a callback.
   then fails over to the next source at once (``sources.py``: round the list, each source with
   its own capped backoff), still over one connection at a time: it never probes a source in
   the background. Viewers stay connected: the slate (``slate.py``) plays while no source does,
-  and each source starts from its first key frame (``key_frame_gate.py``).
+  and each source starts from its first key frame (``key_frame_gate.py``), its timestamps
+  shifted to go on from the last ones sent (``restamp.py``).
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
   and timestamps differ.
 - When the process cannot carry its viewers, the load guard (``admission.py``) ends the streams
@@ -55,6 +56,7 @@ from channels_admin.streaming.hls_output import HlsOutput
 from channels_admin.streaming.key_frame_gate import KeyFrameGate
 from channels_admin.streaming.pace import PaceMeter
 from channels_admin.streaming.relay import Relay, RelayError
+from channels_admin.streaming.restamp import Restamper
 from channels_admin.streaming.slate import Slate
 from channels_admin.streaming.sources import SourceCycle, source_label
 from channels_admin.streaming.subscription import Subscription
@@ -160,6 +162,7 @@ class Hub:
         self._gop = GopCache(max_bytes=gop_cache_bytes, max_seconds=gop_cache_seconds)
         self._slate = Slate(self._deliver, pattern=slate_pattern)
         self._layout: StreamLayout | None = None  # the PIDs of the source that played last
+        self._restamp = Restamper()
         self.hls = hls if hls is not None else HlsOutput()  # the stream as HLS segments
         # A dict for its order: the newest viewers are the first to be cut off.
         self._subscriptions: dict[Subscription, None] = {}
@@ -264,6 +267,7 @@ class Hub:
             self._subscriptions.clear()
             self._viewers_changed.set()
             self._gop.clear()
+            self._restamp.reset()
             if sources:
                 self.hls.discontinuity()
             else:
@@ -324,7 +328,9 @@ class Hub:
             subscription.push(data)
 
     async def _deliver(self, data: bytes) -> None:
-        """To this process's viewers, and through the relay to the other processes'."""
+        """To this process's viewers, and through the relay to the other processes', on one
+        time line whatever plays."""
+        data = self._restamp.feed(data)
         self._push(data)
         if self._relay is not None:
             try:
@@ -398,6 +404,7 @@ class Hub:
         """Play the slate (on ``layout``'s PIDs): for the HLS output, another stream."""
         if not self._slate.playing:
             self.hls.discontinuity()
+            self._restamp.begin()
             self._slate.start(layout)
 
     async def _play(
@@ -422,6 +429,7 @@ class Hub:
                         continue
                     await self._slate.stop()
                     self.hls.discontinuity()  # after the slate or the source that failed
+                    self._restamp.begin()
                     self._layout = gate.layout
                     started, playing, reported = loop.time(), hls.playing, loop.time()
                     self.playing_index = index

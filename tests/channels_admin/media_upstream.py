@@ -9,6 +9,7 @@ origin records every connection, and whether an earlier one was still open when 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import http.server
@@ -33,10 +34,12 @@ class Behaviour(enum.Enum):
 
 
 @functools.cache
-def clip(seconds: float = 12.0) -> bytes:
-    """``seconds`` of the demo pattern as MPEG-TS, encoded once per process."""
+def clip(seconds: float = 12.0, width: int = CLIP_OPTIONS.width) -> bytes:
+    """``seconds`` of the demo pattern as MPEG-TS, ``width`` pixels wide (16:9), encoded once
+    per process."""
+    height = round(width * 9 / 16 / 2) * 2
     chunks = demo_chunks(
-        CLIP_OPTIONS,
+        dataclasses.replace(CLIP_OPTIONS, width=width, height=height),
         realtime=False,
         max_seconds=seconds,
         label="SOURCE",
@@ -47,9 +50,17 @@ def clip(seconds: float = 12.0) -> bytes:
 
 
 class MediaUpstream:
-    def __init__(self, *, clip_seconds: float = 12.0, slow_speed: float = 0.1) -> None:
+    def __init__(
+        self,
+        *,
+        clip_seconds: float = 12.0,
+        slow_speed: float = 0.1,
+        widths: dict[str, int] | None = None,
+    ) -> None:
         self.clip = clip(clip_seconds)
         self.clip_seconds = clip_seconds
+        # a path of its own width, so that a client can tell whose pictures it shows
+        self.clips = {path: clip(clip_seconds, width) for path, width in (widths or {}).items()}
         self.slow_speed = slow_speed
         self.behaviour: dict[str, Behaviour] = {}  # by path; PLAY when unset
         self.connections: list[Connection] = []
@@ -124,7 +135,8 @@ class MediaUpstream:
         path: str,
         dropped: int,
     ) -> None:
-        rate = len(self.clip) / self.clip_seconds  # bytes per second of real time
+        media = self.clips.get(path, self.clip)
+        rate = len(media) / self.clip_seconds  # bytes per second of real time
         sent, due = 0, time.monotonic()
         while not self._stopping.is_set() and self._dropped.get(path, 0) == dropped:
             if peer_closed(handler.connection):
@@ -135,10 +147,10 @@ class MediaUpstream:
                 due = time.monotonic()
                 continue
             speed = self.slow_speed if behaviour is Behaviour.SLOW else 1.0
-            at = sent % len(self.clip)
+            at = sent % len(media)
             # ten writes a second at the least: slow is not silent
             size = min(WRITE_BYTES, max(188, int(rate * speed / 10) // 188 * 188))
-            chunk = self.clip[at : at + size]
+            chunk = media[at : at + size]
             handler.wfile.write(chunk)
             sent += len(chunk)
             connection.bytes_sent += len(chunk)

@@ -92,6 +92,14 @@ function buildPlayer() {
       scheduleRebuild(`Reconnecting (${detail})…`);
     }
   });
+  // Another source with another picture size (a failover, the slate): Chromium takes seconds
+  // to show it in the same player, while a new one starts at once from its key frame.
+  let size = null;
+  player.on(mpegts.Events.MEDIA_INFO, (info) => {
+    const next = info.hasVideo ? `${info.width}x${info.height}` : null;
+    if (size && next && next !== size) scheduleRebuild("", 0);
+    size = next || size;
+  });
   // The server ended the stream: a switch, whose new channel is ready to be asked for now.
   player.on(mpegts.Events.LOADING_COMPLETE, () => scheduleRebuild("The channel changed…", 0));
   player.load();

@@ -46,6 +46,7 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.pace",
         "channels_admin.streaming.relay",
         "channels_admin.streaming.remux",
+        "channels_admin.streaming.restamp",
         "channels_admin.streaming.slate",
         "channels_admin.streaming.sources",
         "channels_admin.streaming.subscription",
