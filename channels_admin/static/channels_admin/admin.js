@@ -1,35 +1,61 @@
 // The channel admin page, built on the admin JSON API (the same API any script can use).
+//
+// After a switch, the message under the toolbar follows the switch's own sentence in the
+// status ("Switching to X…", then how it went), polled twice a second until the outcome;
+// the status line says which source plays, the failovers and the last failure.
 
 import { showState } from "./state.js";
 
 const SEARCH_DELAY_MS = 200;
 const STATUS_EVERY_MS = 2000;
+const SWITCHING_STATUS_EVERY_MS = 500; // while a switch is under way: its outcome soon after
+const UNREACHABLE = "The server cannot be reached; trying again…";
 const SHOWN_MAX = 500; // rows drawn at once; the search narrows a 100,000-channel list
 
 const rows = document.getElementById("channels");
 const message = document.getElementById("message");
 let current = null;
 let searchTimer = null;
+// Whether the message shows the last switch's sentence (until the page says something else),
+// and whether it says that the status cannot be read (until it can again).
+let followingSwitch = true;
+let statusFailed = false;
 
 function csrfToken() {
   const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
   return match ? decodeURIComponent(match[1]) : "";
 }
 
+class Unreachable extends Error {}
+
 async function api(path, options = {}) {
-  const response = await fetch(path, {
-    ...options,
-    headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-    credentials: "same-origin",
-  });
+  let response;
+  try {
+    response = await fetch(path, {
+      ...options,
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+      credentials: "same-origin",
+    });
+  } catch (error) {
+    console.warn(`admin: ${path}:`, error);
+    throw new Unreachable("The server cannot be reached.");
+  }
   const body = await response.text();
   if (!response.ok) throw new Error(body || `HTTP ${response.status}`);
   return JSON.parse(body);
 }
 
-function say(text, isError = false) {
+function show(text, isError = false) {
   message.textContent = text;
   message.className = isError ? "message error" : "message muted";
+}
+
+// What the page did or failed to do: said in place of the switch's sentence, which the message
+// no longer follows.
+function say(text, isError = false) {
+  followingSwitch = false;
+  statusFailed = false;
+  show(text, isError);
 }
 
 async function loadGroups() {
@@ -77,28 +103,75 @@ function channelRow(channel) {
 }
 
 async function select(channel) {
+  let answer;
   try {
-    const answer = await api("/api/admin/channel", {
+    answer = await api("/api/admin/channel", {
       method: "POST",
       body: JSON.stringify({ channel_id: channel.id }),
     });
-    say(`Switching to ${answer.channel}…`);
-    await refreshStatus();
-    await loadChannels();
   } catch (error) {
     say(error.message, true);
+    return;
   }
+  show(`Switching to ${answer.channel}…`);
+  followingSwitch = true;
+  try {
+    await refreshStatus();
+  } catch {
+    return; // said on the page; the switch's sentence follows once the status answers
+  }
+  await loadChannels().catch((error) => say(error.message, true));
+}
+
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+// Which of the channel's sources plays; nothing for a channel of one source, as there is no
+// choice to tell of.
+function sourceWords(status) {
+  if (status.sources < 2 || status.transitioning) return "";
+  if (!status.source) return `none of ${status.sources} sources plays`;
+  return status.source === "primary" ? `primary of ${status.sources} sources` : status.source;
+}
+
+function clock(isoTime) {
+  const at = new Date(isoTime);
+  return [at.getHours(), at.getMinutes(), at.getSeconds()]
+    .map((part) => String(part).padStart(2, "0"))
+    .join(":");
+}
+
+function failureWords(failure) {
+  return failure ? `${failure.source} failed ${clock(failure.at)}: ${failure.reason}` : "";
 }
 
 async function refreshStatus() {
-  current = await api("/api/admin/status");
+  try {
+    current = await api("/api/admin/status");
+  } catch (error) {
+    const reached = !(error instanceof Unreachable);
+    showState(document.getElementById("state"), current, { connected: reached });
+    // (a switch's outcome, if followed, is still told once the status answers)
+    show(reached ? `The status cannot be read: ${error.message}` : UNREACHABLE, true);
+    statusFailed = true;
+    throw error;
+  }
+  if (statusFailed) {
+    statusFailed = false;
+    show("");
+  }
+  if (followingSwitch && current.switch_message) show(current.switch_message);
   document.getElementById("channel-name").textContent = current.channel_name || "No channel";
   document.getElementById("status-details").textContent = [
     `playlist version ${current.playlist_version}`,
-    `${current.viewers} viewer${current.viewers === 1 ? "" : "s"}`,
+    plural(current.viewers, "viewer"),
     current.refusing_viewers ? "refusing new viewers" : "",
     current.viewers_refused ? `${current.viewers_refused} refused` : "",
     current.viewers_shed ? `${current.viewers_shed} cut off` : "",
+    sourceWords(current),
+    current.failovers ? plural(current.failovers, "failover") : "",
+    failureWords(current.last_failure),
     current.upstream_down ? current.upstream_detail : current.upstream_info,
   ]
     .filter(Boolean)
@@ -129,7 +202,17 @@ document.getElementById("reload").addEventListener("click", async (event) => {
   }
 });
 
+async function pollStatus() {
+  try {
+    await refreshStatus();
+  } catch {
+    // said on the page
+  }
+  const switching = current?.transitioning && followingSwitch && !statusFailed;
+  setTimeout(pollStatus, switching ? SWITCHING_STATUS_EVERY_MS : STATUS_EVERY_MS);
+}
+
 refreshStatus()
   .then(() => Promise.all([loadGroups(), loadChannels()]))
-  .catch((error) => say(error.message, true));
-setInterval(() => refreshStatus().catch(() => {}), STATUS_EVERY_MS);
+  .catch((error) => statusFailed || say(error.message, true))
+  .finally(() => setTimeout(pollStatus, STATUS_EVERY_MS));

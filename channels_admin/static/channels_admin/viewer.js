@@ -4,6 +4,9 @@
 // error, a second later), so the page follows the channel without a reload. A browser without
 // Media Source Extensions (Safari on iOS) cannot run mpegts.js but plays HLS itself: it gets
 // the same channel as /hls/live.m3u8, whose discontinuities carry it across a switch.
+//
+// One sentence under the player always says what is happening, in words a viewer reads: the
+// player's own errors go to the console, as their detail means nothing to a viewer.
 
 import { showState } from "./state.js";
 
@@ -11,15 +14,25 @@ const REBUILD_DELAY_MS = 1000;
 const REFUSED_RETRY_MS = 10000; // channels_admin/streaming/admission.py's RETRY_AFTER_SEC
 const REFRESH_EVERY_MS = 60 * 60 * 1000; // playlist details (name, logo) once an hour
 const FEED_RETRY_MAX_MS = 10000;
+// A live player shows several frames a second (timeupdate comes 4 times a second); longer
+// than this without one and the badge stops saying "live".
+const PICTURE_STALE_MS = 3000;
+const CHECK_EVERY_MS = 1000;
 
 const video = document.getElementById("player");
 const message = document.getElementById("message");
 let player = null; // an mpegts.js player, or "hls" while the browser plays the HLS output
 let rebuildTimer = null;
-let live = false;
+let status = null; // the latest status the feed pushed
+// "connecting" at first, then "open" or "closed": once closed, `status` may be long untrue.
+let feed = "connecting";
+let refused = false; // the server refused this viewer (it carries all it can)
+let lastFrameAt = 0;
+let lastTime = -1;
+let shownSentence = null;
 
-function showStatus(status) {
-  live = status.live;
+function showStatus(pushed) {
+  status = pushed;
   document.getElementById("channel-name").textContent = status.channel_name || "No channel";
   const details = [
     status.channel_number && `#${status.channel_number}`,
@@ -32,9 +45,59 @@ function showStatus(status) {
   const logo = document.getElementById("channel-logo");
   logo.hidden = !status.channel_logo;
   if (status.channel_logo) logo.src = status.channel_logo;
-  showState(document.getElementById("state"), status);
+  // Reconnecting keeps the player: the server goes on sending its slate on the same stream.
   if (status.live && !player && !rebuildTimer) buildPlayer();
+  render();
 }
+
+function pictureShown() {
+  // A paused player still shows its frame; a playing one must move on.
+  if (video.paused) return video.readyState >= 2;
+  return performance.now() - lastFrameAt < PICTURE_STALE_MS;
+}
+
+// The sentence for now, as [text] or [text, link text, href, text after].
+function sentence() {
+  if (feed === "closed") return ["The server cannot be reached; trying again…"];
+  if (!status) return ["Connecting to the server…"];
+  if (!status.live) {
+    const picks = "No channel is on yet. An administrator picks one on the ";
+    return [picks, "channel page", "/tv/admin/", "."];
+  }
+  if (status.reconnecting || status.upstream_down) {
+    return ["The channel's source stopped; reconnecting…"];
+  }
+  if (status.transitioning) return [`Switching to ${status.channel_name}…`];
+  if (refused) return ["This server carries all the viewers it can; trying again in 10 s…"];
+  if (!pictureShown()) return [`Tuning in to ${status.channel_name}…`];
+  return [""];
+}
+
+function render() {
+  const connected = feed !== "closed";
+  showState(document.getElementById("state"), status, { connected, picture: pictureShown() });
+  const [before, linkText, href, after] = sentence();
+  const key = [before, linkText, href, after].join("\n");
+  if (key === shownSentence) return; // rebuilt only on a change: a link must stay clickable
+  shownSentence = key;
+  if (!linkText) {
+    message.textContent = before;
+    return;
+  }
+  const link = document.createElement("a");
+  link.href = href;
+  link.textContent = linkText;
+  message.replaceChildren(before, link, after);
+}
+
+video.addEventListener("timeupdate", () => {
+  if (video.readyState >= 2 && video.currentTime !== lastTime) {
+    lastTime = video.currentTime;
+    lastFrameAt = performance.now();
+  }
+  render();
+});
+setInterval(render, CHECK_EVERY_MS);
 
 function destroyPlayer() {
   if (!player) return;
@@ -49,7 +112,6 @@ function destroyPlayer() {
 
 function playNativeHls() {
   destroyPlayer();
-  message.textContent = "";
   player = "hls";
   video.src = new URL("/hls/live.m3u8", location.href).href;
   const playing = video.play();
@@ -58,26 +120,27 @@ function playNativeHls() {
 
 video.addEventListener("error", () => {
   // The HLS output is not ready yet (503), or this browser cannot play HLS either.
-  if (player === "hls") scheduleRebuild("Reconnecting…");
+  if (player === "hls") scheduleRebuild(`HLS failed: ${video.error?.message || video.error?.code}`);
 });
 
 function scheduleRebuild(reason, delayMs = REBUILD_DELAY_MS) {
+  console.info(`viewer: rebuilding the player: ${reason}`);
   destroyPlayer();
   if (rebuildTimer) return;
-  message.textContent = reason;
   rebuildTimer = setTimeout(() => {
     rebuildTimer = null;
-    if (live) buildPlayer();
+    // Without the feed the server is likely gone: the player waits for the feed to return.
+    if (feed === "open" && status?.live) buildPlayer();
   }, delayMs);
 }
 
 function buildPlayer() {
+  refused = false;
   if (!window.mpegts || !mpegts.getFeatureList().mseLivePlayback) {
     playNativeHls();
     return;
   }
   destroyPlayer();
-  message.textContent = "";
   player = mpegts.createPlayer(
     { type: "mpegts", isLive: true, url: new URL("/ts", location.href).href },
     { enableStashBuffer: false, liveBufferLatencyChasing: true },
@@ -87,9 +150,12 @@ function buildPlayer() {
     if (info && info.code === 503) {
       // Refused (no channel yet, or this server carries all the viewers it can): its
       // Retry-After, which mpegts.js does not pass on, is this long.
-      scheduleRebuild("This server carries all the viewers it can; trying again in 10 s…", REFUSED_RETRY_MS);
+      refused = true;
+      scheduleRebuild("refused (503)", REFUSED_RETRY_MS);
+      render();
     } else {
-      scheduleRebuild(`Reconnecting (${detail})…`);
+      console.warn("viewer: the player failed:", type, detail, info);
+      scheduleRebuild(`${type}: ${detail}`);
     }
   });
   // Another source with another picture size (a failover, the slate): Chromium takes seconds
@@ -97,11 +163,11 @@ function buildPlayer() {
   let size = null;
   player.on(mpegts.Events.MEDIA_INFO, (info) => {
     const next = info.hasVideo ? `${info.width}x${info.height}` : null;
-    if (size && next && next !== size) scheduleRebuild("", 0);
+    if (size && next && next !== size) scheduleRebuild(`the picture size changed to ${next}`, 0);
     size = next || size;
   });
   // The server ended the stream: a switch, whose new channel is ready to be asked for now.
-  player.on(mpegts.Events.LOADING_COMPLETE, () => scheduleRebuild("The channel changed…", 0));
+  player.on(mpegts.Events.LOADING_COMPLETE, () => scheduleRebuild("the channel changed", 0));
   player.load();
   const playing = video.play();
   if (playing) playing.catch(() => {}); // autoplay may wait for a click
@@ -109,17 +175,21 @@ function buildPlayer() {
 
 function connectFeed(retryMs = 500) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const feed = new WebSocket(`${scheme}//${location.host}/ws/tv/status`);
+  const socket = new WebSocket(`${scheme}//${location.host}/ws/tv/status`);
   let refresh = null;
-  feed.addEventListener("open", () => {
+  socket.addEventListener("open", () => {
     retryMs = 500;
-    refresh = setInterval(() => feed.send(JSON.stringify({ type: "refresh" })), REFRESH_EVERY_MS);
+    feed = "open";
+    refresh = setInterval(() => socket.send(JSON.stringify({ type: "refresh" })), REFRESH_EVERY_MS);
   });
-  feed.addEventListener("message", (event) => showStatus(JSON.parse(event.data)));
-  feed.addEventListener("close", () => {
+  socket.addEventListener("message", (event) => showStatus(JSON.parse(event.data)));
+  socket.addEventListener("close", () => {
     clearInterval(refresh);
+    feed = "closed";
+    render();
     setTimeout(() => connectFeed(Math.min(retryMs * 2, FEED_RETRY_MAX_MS)), retryMs);
   });
 }
 
+render();
 connectFeed();

@@ -1,0 +1,153 @@
+"""What the viewer and admin pages say, in a real browser, when the stream does not simply
+play: no channel yet, a switch to a dead channel, a failover to a backup, a server gone. The
+real server with a real origin of real MPEG-TS (tests/channels_admin/media_upstream.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from tests.channels_admin.media_upstream import Behaviour, MediaUpstream
+from tests.channels_admin.stream_client import select, status, wait_until
+from tests.channels_admin.test_failover_server import SWITCH_TIMEOUT_SEC, server_for
+from tests.channels_admin.test_pages_browser import PLAYING, admin_login
+from tests.conftest import manage, project_env
+
+NO_CHANNEL = "No channel is on yet. An administrator picks one on the channel page."
+UNREACHABLE = "The server cannot be reached; trying again…"
+# Each change of the element's text, in order, in window.seen[id].
+RECORD_CHANGES = """(id) => {
+    const element = document.getElementById(id);
+    const seen = (window.seen ??= {})[id] = [element.textContent];
+    new MutationObserver(() => {
+        if (element.textContent !== seen.at(-1)) seen.push(element.textContent);
+    }).observe(element, { childList: true, characterData: true, subtree: true });
+}"""
+
+
+@pytest.fixture(scope="module")
+def origin():
+    server = MediaUpstream()
+    yield server
+    server.close()
+
+
+def superuser_create(var_dir) -> None:
+    """The staff user that test_pages_browser.admin_login logs in as."""
+    created = manage(
+        "createsuperuser",
+        "--noinput",
+        "--username=admin",
+        "--email=admin@example.org",
+        env=project_env(var_dir, DJANGO_SUPERUSER_PASSWORD="a-long-test-password"),
+    )
+    assert created.returncode == 0, created.stderr
+
+
+@pytest.fixture(scope="module")
+def server(origin, tmp_path_factory):
+    var_dir = tmp_path_factory.mktemp("pages-failover-var")
+    with server_for(origin, var_dir) as base_url:
+        superuser_create(var_dir)
+        yield base_url
+
+
+@pytest.fixture(autouse=True)
+def origin_plays(origin):
+    origin.behaviour.clear()
+
+
+def text_is(element_id: str, text: str) -> str:
+    return f"() => document.getElementById({element_id!r}).textContent === {text!r}"
+
+
+def test_the_tv_page_before_any_channel_says_who_picks_one(server, page):
+    # (first in the module: no channel was ever picked on its server)
+    page.goto(f"{server}/tv/")
+    page.wait_for_function(text_is("message", NO_CHANNEL))
+    page.shot("no-channel")
+
+    assert page.get_attribute("#message a", "href") == "/tv/admin/"
+    assert page.text_content("#message a") == "channel page"
+    assert page.text_content("#state") == "off air"
+
+
+def test_a_switch_to_a_dead_channel_ends_with_the_outcome_on_the_admin_page(server, page):
+    select(server, "two")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Two", what="playing")
+    admin_login(server, page)
+    page.fill("#search", "Dead")
+    page.wait_for_function("() => document.querySelectorAll('#channels tr').length === 1")
+    page.evaluate(RECORD_CHANGES, "message")
+
+    page.click("#channels tr button")
+    outcome = "Dead did not answer (connection refused): back on Two"
+    page.wait_for_function(text_is("message", outcome), timeout=(SWITCH_TIMEOUT_SEC + 5) * 1000)
+    page.wait_for_function(text_is("state", "live"))
+    page.shot("back-on-two")
+
+    assert page.evaluate("() => window.seen.message") == [
+        "Now playing Two",
+        "Switching to Dead…",
+        outcome,
+    ]
+    assert page.text_content("#channel-name") == "Two"
+
+
+def test_a_failover_keeps_the_tv_playing_and_the_admin_says_so(server, origin, page, browser):
+    select(server, "one")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing One", what="playing")
+    page.goto(f"{server}/tv/")
+    page.wait_for_function(PLAYING, timeout=20_000)
+    page.evaluate(RECORD_CHANGES, "state")
+
+    origin.behaviour["/one-a.ts"] = Behaviour.REFUSE
+    origin.drop("/one-a.ts")
+    wait_until(lambda: status(server)["source"] == "backup 2 of 2", what="the backup plays")
+    played = page.evaluate("() => document.getElementById('player').currentTime")
+    page.wait_for_function(
+        f"() => document.getElementById('player').currentTime > {played} + 2", timeout=10_000
+    )
+    page.shot("on-the-backup")
+
+    assert set(page.evaluate("() => window.seen.state")) <= {"live", "reconnecting"}
+    assert page.text_content("#state") == "live"
+    assert page.text_content("#message") == ""
+
+    admin = browser.new_context().new_page()
+    try:
+        admin_login(server, admin)
+        failure = status(server)["last_failure"]
+        at = datetime.fromisoformat(failure["at"]).astimezone().strftime("%H:%M:%S")
+        assert admin.text_content("#status-details") == (
+            "playlist version 1 · 1 viewer · backup 2 of 2 · 1 failover"
+            f" · primary failed {at}: the upstream ended the stream"
+        )
+    finally:
+        admin.context.close()
+
+
+def test_the_pages_say_when_the_server_cannot_be_reached(origin, page, browser, tmp_path):
+    admin = browser.new_context().new_page()
+    try:
+        with server_for(origin, tmp_path) as fresh:
+            superuser_create(tmp_path)
+            select(fresh, "two")
+            page.goto(f"{fresh}/tv/")
+            page.wait_for_function(PLAYING, timeout=20_000)
+            assert page.text_content("#state") == "live"
+            admin_login(fresh, admin)
+            admin.wait_for_function(text_is("state", "live"))
+        # the server process has stopped
+
+        page.wait_for_function(text_is("message", UNREACHABLE), timeout=10_000)
+        admin.wait_for_function(text_is("message", UNREACHABLE), timeout=10_000)
+        page.wait_for_timeout(1500)  # the player's own retries change nothing
+        page.shot("unreachable")
+
+        assert page.text_content("#message") == UNREACHABLE
+        assert page.text_content("#state") == "no connection"
+        assert admin.text_content("#state") == "no connection"
+    finally:
+        admin.context.close()
