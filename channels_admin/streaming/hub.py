@@ -367,9 +367,14 @@ class Hub:
                 index, wait = cycle.next(index)
                 if wait > 0:
                     await asyncio.sleep(wait)
+                connected = asyncio.get_running_loop().time()
                 played, reason = await self._play(sources, index, readers[index])
                 self.playing_index = None
-                backoff = cycle.failed(index, played_seconds=played or 0.0)
+                backoff = cycle.failed(
+                    index,
+                    played_seconds=played or 0.0,
+                    connected_seconds=asyncio.get_running_loop().time() - connected,
+                )
                 label = source_label(index, len(sources))
                 if played is not None:
                     self._slate_start(self._layout)

@@ -3,11 +3,12 @@
 A channel has a primary source and may have backups (the playlist entries that share its
 ``tvg-id``, and backups an administrator added). When the source that plays fails, the hub
 moves on to the next, round the list and back to the primary: it never waits for a failed
-source to come back while another may answer, and it never reopens a failed source sooner
-than that source's own backoff, which doubles with every failure up to a cap. A source that
-played for a while (:data:`STABLE_SECONDS`) starts its backoff afresh when it fails; one that
-fails again and again soon after answering keeps backing off, so a flapping stream is not
-reopened in a loop.
+source to come back while another may answer, and it never opens a connection to a source
+sooner than that source's own backoff after the last one it opened, the backoff doubling with
+every failure up to a cap. A source that played for a while (:data:`STABLE_SECONDS`) starts its
+backoff afresh when it fails; one that fails again and again soon after answering keeps
+backing off, so a flapping stream is not reopened in a loop, while one that played longer than
+its backoff may be tried again at once.
 """
 
 from __future__ import annotations
@@ -56,12 +57,13 @@ class SourceCycle:
         index = min(order, key=lambda i: self._retry_at[i])
         return index, self._retry_at[index] - now
 
-    def failed(self, index: int, *, played_seconds: float) -> float:
+    def failed(self, index: int, *, played_seconds: float, connected_seconds: float) -> float:
         """Record that source ``index`` failed after playing ``played_seconds`` (0: it never
-        played); the backoff it now waits, which is returned."""
+        played) of a connection opened ``connected_seconds`` ago; the backoff it now waits
+        from that opening, which is returned."""
         if played_seconds >= STABLE_SECONDS:
             self._backoff[index] = self._initial
         backoff = self._backoff[index]
-        self._retry_at[index] = self._clock() + backoff
+        self._retry_at[index] = self._clock() - connected_seconds + backoff
         self._backoff[index] = min(backoff * 2, self._max)
         return backoff

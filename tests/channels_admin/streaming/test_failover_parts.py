@@ -36,29 +36,37 @@ def test_the_next_source_is_tried_at_once_and_a_failed_one_not_before_its_backof
     cycle = SourceCycle(3, backoff_initial=1.0, backoff_max=4.0, clock=clock)
 
     assert cycle.next(None) == (0, 0.0)
-    assert cycle.failed(0, played_seconds=0.0) == 1.0
+    assert cycle.failed(0, played_seconds=0.0, connected_seconds=0.0) == 1.0
     assert cycle.next(0) == (1, 0.0)
-    assert cycle.failed(1, played_seconds=0.0) == 1.0
+    assert cycle.failed(1, played_seconds=0.0, connected_seconds=0.0) == 1.0
     assert cycle.next(1) == (2, 0.0)
     clock.now += 0.25
-    assert cycle.failed(2, played_seconds=0.0) == 1.0
+    assert cycle.failed(2, played_seconds=0.0, connected_seconds=0.0) == 1.0
     # every source backs off: the one whose backoff ends first, after the wait left of it
     assert cycle.next(2) == (0, 0.75)
     clock.now += 0.75
     assert cycle.next(2) == (0, 0.0)
     # backoffs double per failure, up to the cap
-    assert [cycle.failed(0, played_seconds=1.0) for _ in range(4)] == [2.0, 4.0, 4.0, 4.0]
+    assert [cycle.failed(0, played_seconds=1.0, connected_seconds=1.0) for _ in range(4)] == [
+        2.0,
+        4.0,
+        4.0,
+        4.0,
+    ]
 
 
 def test_a_source_that_played_for_long_backs_off_afresh_and_one_that_flaps_does_not():
     clock = Clock()
     cycle = SourceCycle(1, backoff_initial=0.5, backoff_max=10.0, clock=clock)
     for _ in range(3):
-        cycle.failed(0, played_seconds=STABLE_SECONDS - 1)
+        cycle.failed(0, played_seconds=1.0, connected_seconds=1.0)
 
-    assert cycle.failed(0, played_seconds=STABLE_SECONDS - 1) == 4.0
-    assert cycle.failed(0, played_seconds=STABLE_SECONDS) == 0.5
-    assert cycle.next(0) == (0, 0.5)
+    # flapping: the backoff doubles, and counts from the connection's opening
+    assert cycle.failed(0, played_seconds=1.0, connected_seconds=1.5) == 4.0
+    assert cycle.next(0) == (0, 2.5)
+    assert cycle.failed(0, played_seconds=STABLE_SECONDS, connected_seconds=31.0) == 0.5
+    assert cycle.next(0) == (0, 0.0)  # it played longer than its backoff: at once
+    assert cycle.failed(0, played_seconds=0.0, connected_seconds=0.0) == 1.0
 
 
 def test_a_cycle_needs_a_source():
