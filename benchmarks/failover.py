@@ -11,7 +11,9 @@ backup 384, so that a client tells whose pictures it shows by their width (the s
 The playing source is made to fail in turn: ``kill`` (its connection closed, new ones refused:
 knowable at once), ``stall`` (it sends nothing: knowable after CHANNELS_STALL_TIMEOUT, 5 s),
 ``slow`` (10% of real time: knowable after the 10 s window). After each failover the failed
-source is healed, so the next failover goes back to it.
+source is healed, so the next failover goes back to it, and the source that took over plays
+``--settle`` seconds (12) first: a source that played 10 s starts its backoff afresh, one that
+flaps sooner waits its backoff (up to 10 s), which this measures the failover without.
 
 Prints per kind and client the median, 90th percentile and worst time from the moment the
 failure is knowable to the next source's first picture (below zero where the hub knew sooner),
@@ -151,6 +153,9 @@ def main() -> None:
     parser.add_argument("--failovers", type=int, default=20)
     parser.add_argument("--viewers", type=int, default=100)
     parser.add_argument("--kinds", default="kill,stall,slow")
+    parser.add_argument(
+        "--settle", type=float, default=12.0, help="seconds a source plays before it fails"
+    )
     arguments = parser.parse_args()
     kinds = arguments.kinds.split(",")
     origin = MediaUpstream(clip_seconds=CLIP_SECONDS, widths=WIDTHS)
@@ -191,6 +196,7 @@ def main() -> None:
                     "the page's first picture",
                 )
                 for number in range(arguments.failovers):
+                    time.sleep(arguments.settle)
                     kind = kinds[number % len(kinds)]
                     backup = "/b.ts" if playing == "/a.ts" else "/a.ts"
                     failed_at = time.time()

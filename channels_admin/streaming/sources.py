@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-STABLE_SECONDS = 30.0
+STABLE_SECONDS = 10.0
 
 
 def source_label(index: int, count: int) -> str:

@@ -64,7 +64,9 @@ def test_a_source_that_played_for_long_backs_off_afresh_and_one_that_flaps_does_
     # flapping: the backoff doubles, and counts from the connection's opening
     assert cycle.failed(0, played_seconds=1.0, connected_seconds=1.5) == 4.0
     assert cycle.next(0) == (0, 2.5)
-    assert cycle.failed(0, played_seconds=STABLE_SECONDS, connected_seconds=31.0) == 0.5
+    assert (
+        cycle.failed(0, played_seconds=STABLE_SECONDS, connected_seconds=STABLE_SECONDS + 1) == 0.5
+    )
     assert cycle.next(0) == (0, 0.0)  # it played longer than its backoff: at once
     assert cycle.failed(0, played_seconds=0.0, connected_seconds=0.0) == 1.0
 
