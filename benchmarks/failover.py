@@ -15,10 +15,14 @@ source is healed, so the next failover goes back to it, and the source that took
 ``--settle`` seconds (12) first: a source that played 10 s starts its backoff afresh, one that
 flaps sooner waits its backoff (up to 10 s), which this measures the failover without.
 
+Then every source fails at once: the slate plays while the hub cycles through them with their
+backoffs, and the first healed is taken (the failback).
+
 Prints per kind and client the median, 90th percentile and worst time from the moment the
 failure is knowable to the next source's first picture (below zero where the hub knew sooner),
-and from the failure to the hub's decision (the status's last failure); the viewers dropped
-(the server ended their stream), and the most upstream connections open at once.
+and from the failure to the hub's decision (the status's last failure); the failback's times;
+the viewers dropped (the server ended their stream), and the most upstream connections open at
+once.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from tests.channels_admin.media_upstream import Behaviour, MediaUpstream  # noqa
 WIDTHS = {"/a.ts": 320, "/b.ts": 384}
 KNOWABLE_AFTER = {"kill": 0.0, "stall": 5.0, "slow": 10.0}
 PICTURE_TIMEOUT_SEC = 40.0
+SLATE_WIDTH = 640
+FAILBACK_OUTAGE_SEC = 20.0
 CLIP_SECONDS = 60.0
 
 # Records the wall-clock time (ms since the epoch) and width of every frame the page shows.
@@ -138,6 +144,35 @@ def wait_for(predicate, timeout: float, what: str):
             return value
         time.sleep(0.05)
     raise SystemExit(f"{what}: not within {timeout} s")
+
+
+def measure_failback(origin: MediaUpstream, pyav: PyAvClient, page, playing: str):
+    """Every source fails: the slate's first picture after the kill; then, the sources healed
+    one after the other, the first to answer's first picture after its heal."""
+    time.sleep(5)
+    killed = time.time()
+    for path in WIDTHS:
+        origin.behaviour[path] = Behaviour.REFUSE
+        origin.drop(path)
+    slate_pyav = wait_for(lambda: pyav.first(killed, SLATE_WIDTH), 30, "the slate in PyAV")
+    slate_page = wait_for(
+        lambda: page.evaluate(FIRST_SHOWN, [killed * 1000, SLATE_WIDTH]), 30, "the slate"
+    )
+    time.sleep(FAILBACK_OUTAGE_SEC)  # the hub cycles, each source backing off further
+    healed = time.time()
+    other = "/b.ts" if playing == "/a.ts" else "/a.ts"
+    origin.behaviour[other] = Behaviour.PLAY
+    back_pyav = wait_for(lambda: pyav.first(healed, WIDTHS[other]), 30, "PyAV back")
+    back_page = wait_for(
+        lambda: page.evaluate(FIRST_SHOWN, [healed * 1000, WIDTHS[other]]), 30, "page back"
+    )
+    origin.behaviour[playing] = Behaviour.PLAY
+    return [
+        ("all sources killed, to the slate in PyAV", slate_pyav - killed),
+        ("all sources killed, to the slate in the page", slate_page / 1000 - killed),
+        (f"a source healed after {FAILBACK_OUTAGE_SEC:g} s, to it in PyAV", back_pyav - healed),
+        ("a source healed, to it in the page", back_page / 1000 - healed),
+    ]
 
 
 def summary(values: list[float]) -> str:
@@ -234,6 +269,7 @@ def main() -> None:
                     )
                     origin.behaviour[playing] = Behaviour.PLAY  # healed, for the way back
                     playing = backup
+                failback = measure_failback(origin, pyav, page, playing)
                 browser.close()
             ended = crowd.stop()
             final = status()
@@ -241,6 +277,8 @@ def main() -> None:
     for (kind, client), values in sorted(times.items()):
         what = "failure to the hub's decision" if client == "hub" else f"knowable to {client}"
         print(f"{kind:5} {what:32}: {summary(values)}")
+    for what, seconds in failback:
+        print(f"failback: {what}: {seconds:.2f} s")
     print(f"viewers dropped: {sum(ended)} of {arguments.viewers}")
     print(f"PyAV client error: {pyav.error or 'none'}")
     print(f"failovers counted by the status: {final['failovers']}")
