@@ -3,7 +3,12 @@ uploaded annotations. Files live under ``MEDIA_ROOT``; rows hold their paths rel
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from django.db import models
+from django.db.models import Q
+
+DISPLAY_NAME_MAX = 120
 
 
 class DeletionId(models.Model):
@@ -18,6 +23,10 @@ class DeletionId(models.Model):
 
 
 class Video(models.Model):
+    """A video of the library. Stored files are named by content (``uploads/<sha256>.mp4``) and
+    ``path`` is what the API knows it by; ``display_name`` is what people see (an upload's own
+    file name, cleaned and unique in the gallery)."""
+
     class Origin(models.TextChoices):
         GALLERY = "gallery", "Gallery"
         UPLOAD = "upload", "Upload"
@@ -35,13 +44,37 @@ class Video(models.Model):
     deletion_id = models.ForeignKey(
         DeletionId, null=True, blank=True, on_delete=models.SET_NULL, related_name="videos"
     )
+    display_name = models.CharField(
+        max_length=DISPLAY_NAME_MAX,
+        blank=True,
+        default="",
+        help_text="The uploader's file name, cleaned; blank for imported and older videos.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            # Two uploads finishing together cannot both take a name: the second one's write
+            # fails and it picks the next free number.
+            models.UniqueConstraint(
+                fields=["display_name"],
+                condition=~Q(display_name="") & ~Q(origin="shared"),
+                name="video_display_name_unique_in_gallery",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.path
+
+    @property
+    def name(self) -> str:
+        """What people see: the display name, or else the stored file's name."""
+        return self.display_name or PurePosixPath(self.path).name
+
+    def export_name(self, *, suffix: str) -> str:
+        """A download's file name: the name's stem and ``suffix`` (``clip-masks.zip``)."""
+        return f"{PurePosixPath(self.name).stem}{suffix}"
 
 
 class TermsAcceptance(models.Model):

@@ -1,4 +1,4 @@
-"""Reads of the segmentation library: videos by path, and pages of the gallery.
+"""Reads of the segmentation library: videos by path, their names, and pages of the gallery.
 
 Pages follow the Relay cursor connections specification, over the gallery's videos (imported,
 default and uploaded; not shared ones) in a stable order, oldest first. A cursor names one
@@ -11,8 +11,9 @@ larger ``first`` or ``last`` is an error, and with neither the first page of tha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from graphql_relay import from_global_id, to_global_id
 
 from segmentation.errors import BadUserInput, VideoNotFound
@@ -50,12 +51,53 @@ def shared_video_get(*, path: str) -> Video:
     return video
 
 
+def video_of_id(*, global_id: str, kind: str) -> Video | None:
+    """The video a global ID of type ``kind`` names, or None for any other ID."""
+    try:
+        id_kind, pk = from_global_id(global_id)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return None
+    if id_kind != kind or not pk.isdigit():
+        return None
+    return Video.objects.filter(pk=pk).first()
+
+
 def video_cursor(video: Video) -> str:
     return to_global_id(CURSOR_TYPE, str(video.pk))
 
 
 def gallery() -> QuerySet[Video]:
     return Video.objects.exclude(origin=Video.Origin.SHARED).order_by("pk")
+
+
+def gallery_name_free(*, wanted: str, limit: int) -> str:
+    """``wanted``, or if a gallery video is shown by that name already, ``name (2).ext``,
+    ``name (3).ext``, ... the first free one, each at most ``limit`` characters (the stem is
+    cut to make room for the number)."""
+    suffix = PurePosixPath(wanted).suffix
+    stem = wanted[: len(wanted) - len(suffix)]
+    # The rows that could hold a candidate (a numbered one keeps at least half the stem), named
+    # or shown by their file's name; few, so they are compared here.
+    prefix = stem[: limit // 2]
+    rows = gallery().filter(
+        Q(display_name__startswith=prefix) | Q(display_name="", path__contains=prefix)
+    )
+    taken = {video.name for video in rows.only("display_name", "path")}
+    candidate, number = wanted, 1
+    while candidate in taken:
+        number += 1
+        tail = f" ({number}){suffix}"
+        candidate = stem[: limit - len(tail)].rstrip() + tail
+    return candidate
+
+
+def video_names(*, paths: list[str]) -> dict[str, str]:
+    """The names the videos at ``paths`` are shown by (paths of no video are left out)."""
+    wanted = [path for path in paths if "\x00" not in path]
+    return {
+        video.path: video.name
+        for video in Video.objects.filter(path__in=wanted).only("path", "display_name")
+    }
 
 
 def videos_page(

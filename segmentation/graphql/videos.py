@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import graphene
-from graphql_relay import from_global_id
 
 from segmentation.errors import VideoNotFound
 from segmentation.graphql.types import (
@@ -17,7 +16,7 @@ from segmentation.graphql.types import (
     VideoEdge,
 )
 from segmentation.models import Video as VideoModel
-from segmentation.selectors import shared_video_get, video_cursor, videos_page
+from segmentation.selectors import shared_video_get, video_cursor, video_of_id, videos_page
 from segmentation.services.videos import video_default
 
 
@@ -51,13 +50,7 @@ def resolve_shared_video(root: object, info: graphene.ResolveInfo, path: str) ->
 
 
 def resolve_node(root: object, info: graphene.ResolveInfo, id: str) -> VideoModel:
-    try:
-        kind, pk = from_global_id(id)
-    except (ValueError, TypeError, UnicodeDecodeError):
-        kind, pk = "", ""
-    video = (
-        VideoModel.objects.filter(pk=pk).first() if kind == VIDEO_TYPE and pk.isdigit() else None
-    )
+    video = video_of_id(global_id=id, kind=VIDEO_TYPE)
     if video is None:
         raise VideoNotFound(f"no object with id {id!r}")
     return video
