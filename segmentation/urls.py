@@ -12,11 +12,13 @@ from segmentation.views import (
     media_file,
     propagate_in_video,
     session_engine_view,
+    video_names_view,
 )
 
 urlpatterns = [
     path("", gallery_page, name="gallery"),
     path("annotate/", annotate_page, name="annotate"),
+    path("videos/names", video_names_view, name="video_names"),
     path("frames/<int:frame_index>.jpg", frame_image, name="frame_image"),
     path("annotations/masks.zip", masks_archive, name="masks_archive"),
     path("propagate_in_video", propagate_in_video, name="propagate_in_video"),

@@ -1,6 +1,8 @@
 """The annotator's pages, and HTTP endpoints beside GraphQL: media files, frame images, the
 propagation stream and mask exports.
 
+- Downloads are named after their video's display name (``Video.export_name``), non-ASCII ones
+  as RFC 6266 says: an ASCII ``filename`` for old clients, the name itself in ``filename*``.
 - ``/media/...``: the files behind ``Video.url`` and ``Video.posterUrl``. Browsers' video
   elements seek with ``Range`` requests, which Django's own file responses do not answer; a
   single range is answered here with 206, anything else with the whole file.
@@ -16,8 +18,10 @@ import contextlib
 import json
 import mimetypes
 import re
+import unicodedata
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -37,6 +41,8 @@ from config.client_address import client_address
 from config.rate_limits import rate_limit_refusal, rate_limit_wait
 from segmentation.errors import ErrorCode, SegmentationError
 from segmentation.graphql.cost import PROPAGATION
+from segmentation.graphql.types import VIDEO_TYPE
+from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id, videos_at
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
@@ -120,8 +126,26 @@ def gallery_page(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def annotate_page(request: HttpRequest) -> HttpResponse:
-    context = {"nav": "segment", "engine": engine_describe()}
+    # The page asks GraphQL for the video, whose SAM 2 type has no name: the name comes here.
+    video = video_of_id(global_id=request.GET.get("video", ""), kind=VIDEO_TYPE)
+    context = {
+        "nav": "segment",
+        "engine": engine_describe(),
+        "video_name": "" if video is None else video.name,
+    }
     return render(request, "segmentation/annotate.html", context)
+
+
+@require_safe
+def video_names_view(request: HttpRequest) -> HttpResponse:
+    """``GET /videos/names?path=<path>&path=...``: ``{"names": {path: name}}``, the names the
+    gallery shows (the SAM 2 ``Video`` type has no field for them); unknown paths are left out."""
+    paths = request.GET.getlist("path")
+    if len(paths) > MAX_PAGE_SIZE:
+        return _error(
+            400, ErrorCode.BAD_USER_INPUT, f"at most {MAX_PAGE_SIZE} paths, got {len(paths)}"
+        )
+    return JsonResponse({"names": video_names(paths=paths)})
 
 
 @require_safe
@@ -155,7 +179,7 @@ def masks_archive(request: HttpRequest) -> HttpResponse:
     except SegmentationError as error:
         return _refusal(error)
     response = HttpResponse(archive, content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["Content-Disposition"] = _attachment(name)
     return response
 
 
@@ -166,8 +190,14 @@ def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
         annotations = session_annotations(session_id=session_id)
     except SegmentationError as error:
         return _refusal(error)
+    video = videos_at(path=annotations.video).first()
+    name = (
+        f"annotations-{session_id}.json"
+        if video is None
+        else video.export_name(suffix="-annotations.json")
+    )
     response = JsonResponse(annotations.as_message())
-    response["Content-Disposition"] = f'attachment; filename="annotations-{session_id}.json"'
+    response["Content-Disposition"] = _attachment(name)
     return response
 
 
@@ -245,3 +275,19 @@ def _refusal(error: SegmentationError) -> JsonResponse:
 
 def _error(status: int, code: ErrorCode, message: str) -> JsonResponse:
     return JsonResponse({"error": message, "code": code.value}, status=status)
+
+
+def _attachment(filename: str) -> str:
+    """A download's ``Content-Disposition``: ``filename`` in ASCII (accents dropped, anything
+    else, quotes and backslashes as ``_``) that every client reads, and where that is not the
+    name itself, ``filename*`` (RFC 5987) that current ones prefer."""
+    plain = "".join(
+        character
+        for character in unicodedata.normalize("NFKD", filename)
+        if not unicodedata.combining(character)
+    )
+    plain = re.sub(r'[^\x20-\x7e]|["\\]', "_", plain)
+    header = f'attachment; filename="{plain}"'
+    if plain != filename:
+        header += f"; filename*=UTF-8''{quote(filename, safe='')}"
+    return header

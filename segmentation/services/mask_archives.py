@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from pathlib import PurePosixPath
 
 import numpy as np
 
@@ -33,7 +32,7 @@ def mask_archive_build(*, data: object) -> tuple[str, bytes]:
                     f"frame {frame_index}: object ID {item['object_id']} cannot be a pixel value "
                     f"of a label PNG (1..{LARGEST_OBJECT_ID})"
                 )
-    name = PurePosixPath(video.path).stem
+    name = video.export_name(suffix="")
     buffer = io.BytesIO()
     # PNG is compressed already: the archive only stores it.
     empty = _png(np.zeros((video.height, video.width), np.uint8))

@@ -24,7 +24,19 @@ function annotateUrl(videoId) {
   return `/annotate/?video=${encodeURIComponent(videoId)}`;
 }
 
-function card(video, isDefault) {
+// The names people gave their uploads (the GraphQL Video type, SAM 2's, has none): path → name.
+async function namesOf(paths) {
+  if (!paths.length) return {};
+  const query = new URLSearchParams(paths.map((path) => ["path", path]));
+  try {
+    const response = await fetch(`/videos/names?${query}`);
+    return response.ok ? (await response.json()).names : {};
+  } catch {
+    return {}; // the cards fall back to the file names
+  }
+}
+
+function card(video, name, isDefault) {
   const link = document.createElement("a");
   link.className = "video-card";
   link.href = annotateUrl(video.id);
@@ -33,12 +45,14 @@ function card(video, isDefault) {
   poster.src = video.posterUrl;
   poster.alt = "";
   poster.loading = "lazy";
-  const name = document.createElement("strong");
-  name.textContent = video.path.split("/").pop();
+  link.title = name;
+  const label = document.createElement("strong");
+  label.className = "video-name";
+  label.textContent = name;
   const details = document.createElement("span");
   details.className = "muted";
   details.textContent = `${video.width}×${video.height} · ${(video.frameCount / video.fps).toFixed(1)} s`;
-  link.append(poster, name, details);
+  link.append(poster, label, details);
   if (isDefault) {
     const badge = document.createElement("span");
     badge.className = "badge live";
@@ -52,7 +66,12 @@ async function loadPage() {
   more.disabled = true;
   try {
     const data = await graphql(PAGE_QUERY, { after: endCursor });
-    for (const { node } of data.videos.edges) gallery.append(card(node, node.id === data.defaultVideo.id));
+    const videos = data.videos.edges.map(({ node }) => node);
+    const names = await namesOf(videos.map((video) => video.path));
+    for (const video of videos) {
+      const name = names[video.path] ?? video.path.split("/").pop();
+      gallery.append(card(video, name, video.id === data.defaultVideo.id));
+    }
     endCursor = data.videos.pageInfo.endCursor;
     more.hidden = !data.videos.pageInfo.hasNextPage;
   } catch (error) {
