@@ -16,7 +16,7 @@ import contextlib
 import json
 import mimetypes
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from asgiref.sync import sync_to_async
@@ -37,6 +37,7 @@ from config.client_address import client_address
 from config.rate_limits import rate_limit_refusal, rate_limit_wait
 from segmentation.errors import ErrorCode, SegmentationError
 from segmentation.graphql.cost import PROPAGATION
+from segmentation.services.coco_instances import coco_instances_build
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
@@ -46,6 +47,7 @@ from segmentation.services.sessions import (
     session_engine,
     session_propagation,
 )
+from segmentation.services.yolo_polygons import yolo_labels_build
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
@@ -155,6 +157,43 @@ def masks_archive(request: HttpRequest) -> HttpResponse:
     except SegmentationError as error:
         return _refusal(error)
     response = HttpResponse(archive, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@csrf_exempt
+def coco_instances(request: HttpRequest) -> HttpResponse:
+    """``POST /annotations/coco.json`` with annotations in the export format: a COCO instances
+    file, one category per object, as a download."""
+    return _converted(request, build=coco_instances_build, content_type="application/json")
+
+
+@csrf_exempt
+def yolo_labels(request: HttpRequest) -> HttpResponse:
+    """``POST /annotations/yolo.zip`` with annotations in the export format: a ZIP of YOLO
+    segmentation labels, one class per object, as a download."""
+    return _converted(request, build=yolo_labels_build, content_type="application/zip")
+
+
+def _converted(
+    request: HttpRequest,
+    *,
+    build: Callable[..., tuple[str, bytes]],
+    content_type: str,
+) -> HttpResponse:
+    """The posted annotations, converted by ``build`` and answered as a download (as
+    ``masks_archive`` does for the PNG ZIP)."""
+    if request.method != "POST":
+        return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
+    try:
+        data = json.load(request)  # a stream, as in masks_archive
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
+    try:
+        name, content = build(data=data)
+    except SegmentationError as error:
+        return _refusal(error)
+    response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 
