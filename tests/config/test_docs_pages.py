@@ -44,6 +44,8 @@ def test_a_browser_gets_the_page_rendered() -> None:
     assert '<h1 id="segmentation-engines">Segmentation engines</h1>' in html
     # a relative link stays on /docs/, where a browser gets the linked page rendered as well
     assert '<a href="segmentation-quality.md">segmentation-quality.md</a>' in html
+    # and a link to a heading (deploy.md links to engines.md#which-engine-answers) finds its id
+    assert '<h3 id="which-engine-answers">Which engine answers</h3>' in html
     # tables and fenced code are rendered, not left as text
     assert "<th>model, precision</th>" in html
     assert '<pre><code class="language-sh">' in html
