@@ -6,6 +6,7 @@ from django.urls import path
 from segmentation.views import (
     annotate_page,
     annotations_export,
+    coco_instances,
     frame_image,
     gallery_page,
     masks_archive,
@@ -13,6 +14,7 @@ from segmentation.views import (
     propagate_in_video,
     session_engine_view,
     video_names_view,
+    yolo_labels,
 )
 
 urlpatterns = [
@@ -21,6 +23,9 @@ urlpatterns = [
     path("videos/names", video_names_view, name="video_names"),
     path("frames/<int:frame_index>.jpg", frame_image, name="frame_image"),
     path("annotations/masks.zip", masks_archive, name="masks_archive"),
+    path("annotations/yolo.zip", yolo_labels, name="yolo_labels"),
+    # Before the session's export, whose pattern the name would match.
+    path("annotations/coco.json", coco_instances, name="coco_instances"),
     path("propagate_in_video", propagate_in_video, name="propagate_in_video"),
     path("annotations/<str:session_id>.json", annotations_export, name="annotations_export"),
     path("sessions/<str:session_id>/engine", session_engine_view, name="session_engine"),

@@ -19,7 +19,7 @@ import json
 import mimetypes
 import re
 import unicodedata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -43,6 +43,7 @@ from segmentation.errors import ErrorCode, SegmentationError
 from segmentation.graphql.cost import PROPAGATION
 from segmentation.graphql.types import VIDEO_TYPE
 from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id, videos_at
+from segmentation.services.coco_instances import coco_instances_build
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
@@ -52,6 +53,7 @@ from segmentation.services.sessions import (
     session_engine,
     session_propagation,
 )
+from segmentation.services.yolo_polygons import yolo_labels_build
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
@@ -166,19 +168,44 @@ def frame_image(request: HttpRequest, frame_index: int) -> HttpResponse:
 def masks_archive(request: HttpRequest) -> HttpResponse:
     """``POST /annotations/masks.zip`` with annotations in the export format: a ZIP of per-frame
     label PNGs (DAVIS layout), as a download."""
+    return _converted(request, build=mask_archive_build, content_type="application/zip")
+
+
+@csrf_exempt
+def coco_instances(request: HttpRequest) -> HttpResponse:
+    """``POST /annotations/coco.json`` with annotations in the export format: a COCO instances
+    file, one category per object, as a download."""
+    return _converted(request, build=coco_instances_build, content_type="application/json")
+
+
+@csrf_exempt
+def yolo_labels(request: HttpRequest) -> HttpResponse:
+    """``POST /annotations/yolo.zip`` with annotations in the export format: a ZIP of YOLO
+    segmentation labels, one class per object, as a download."""
+    return _converted(request, build=yolo_labels_build, content_type="application/zip")
+
+
+def _converted(
+    request: HttpRequest,
+    *,
+    build: Callable[..., tuple[str, bytes]],
+    content_type: str,
+) -> HttpResponse:
+    """The posted annotations (the export format), converted by ``build`` and answered as a
+    download."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
     try:
         # Read as a stream: a long video's annotations outgrow DATA_UPLOAD_MAX_MEMORY_SIZE, and
         # the body cap in front of Django bounds them.
         data = json.load(request)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
     try:
-        name, archive = mask_archive_build(data=data)
+        name, content = build(data=data)
     except SegmentationError as error:
         return _refusal(error)
-    response = HttpResponse(archive, content_type="application/zip")
+    response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = _attachment(name)
     return response
 

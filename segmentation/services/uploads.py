@@ -50,6 +50,9 @@ from segmentation.transcode import (
 
 UPLOADS_DIR = "uploads"
 SHARED_DIR = "shared"
+# Nothing arrived: said as such, since "not a readable video" sends people to check a file
+# that was never read (an interrupted copy, a file picked before it was written).
+EMPTY_FILE = "the file is empty"
 
 _STORING = threading.Lock()
 NAME_WHEN_EMPTY = "video"
@@ -76,6 +79,8 @@ def video_upload(
     if not math.isfinite(duration) or duration <= 0:
         raise BadUserInput(f"durationTimeSec must be a positive number, got {duration}")
     _quota_check(adding=0)
+    if file.size == 0:
+        raise UnsupportedMedia(EMPTY_FILE)
     source = _local_path(file)
     partial = media_path(f"{UPLOADS_DIR}/.{uuid.uuid4().hex}.partial")
     try:
@@ -147,6 +152,8 @@ def video_name_give(*, video: Video, file_name: str) -> Video:
 def shared_video_upload(*, file: UploadedFile, deletion_id: DeletionId | None = None) -> Video:
     """Keep a video (as sent, once it is known to decode) under ``shared/<sha256>.mp4``."""
     _quota_check(adding=0)
+    if file.size == 0:
+        raise UnsupportedMedia(EMPTY_FILE)
     source = _local_path(file)
     partial = media_path(f"{SHARED_DIR}/.{uuid.uuid4().hex}.partial")
     try:
@@ -172,6 +179,8 @@ def shared_video_upload(*, file: UploadedFile, deletion_id: DeletionId | None = 
 
 def annotations_upload(*, file: UploadedFile, deletion_id: DeletionId | None = None) -> Annotation:
     """Validate an annotation file against its video and keep it."""
+    if file.size == 0:
+        raise BadUserInput(EMPTY_FILE)
     try:
         data = json.loads(file.read())
     except (ValueError, UnicodeDecodeError):

@@ -181,6 +181,17 @@ def test_click_propagate_cancel_play_export_import(server, page, tmp_path: Path)
         np.testing.assert_array_equal(
             labels, rle_decode(frame["objects"][0]["mask"]).astype(np.uint8)
         )
+    # the formats other tools read, converted from the same annotations by the server
+    with page.expect_download() as download:
+        page.click("#export-coco")
+    assert download.value.suggested_filename == "default-coco.json"
+    coco = json.loads(Path(download.value.path()).read_text())
+    assert (len(coco["images"]), coco["categories"][0]["name"]) == (FRAMES, "object_1")
+    with page.expect_download() as download:
+        page.click("#export-yolo")
+    assert download.value.suggested_filename == "default-yolo.zip"
+    archive = zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes()))
+    assert archive.read("classes.txt") == b"object_1\n"
 
     # clear all, then import the export back
     page.click("#clear-all")

@@ -92,7 +92,7 @@ def test_upload_is_cut_to_its_time_range_and_the_cap(
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"", "empty.mp4 is not a readable video"),
+        (b"", "the file is empty"),
         (b"GIF89a" + bytes(2000), "empty.mp4 is not a readable video"),
     ],
 )
@@ -300,6 +300,31 @@ def test_invalid_annotations_store_nothing(
         "message": message,
         "extensions": {"code": code},
     }
+    assert not Annotation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        (UPLOAD_VIDEO, "UNSUPPORTED_MEDIA"),
+        (
+            "mutation($file: Upload!) { uploadSharedVideo(file: $file) { path } }",
+            "UNSUPPORTED_MEDIA",
+        ),
+        (ANNOTATIONS, "BAD_USER_INPUT"),
+    ],
+)
+def test_an_empty_file_is_called_empty(client: Client, media: Path, query: str, code: str) -> None:
+    before = stored_files(media)
+
+    result = upload(client, query, b"", "nothing.mp4")
+
+    assert result["data"] is None
+    assert [(e["message"], e["extensions"]) for e in result["errors"]] == [
+        ("the file is empty", {"code": code})
+    ]
+    assert stored_files(media) == before
+    assert not Video.objects.filter(origin__in=["upload", "shared"]).exists()
     assert not Annotation.objects.exists()
 
 

@@ -58,6 +58,8 @@ const ui = {
   progressLabel: $("progress-label"),
   exportJson: $("export-json"),
   exportZip: $("export-zip"),
+  exportCoco: $("export-coco"),
+  exportYolo: $("export-yolo"),
   importFile: $("import-file"),
 };
 
@@ -554,6 +556,24 @@ function exportZip() {
   });
 }
 
+// The other formats the server converts the annotations to (COCO instances, YOLO labels).
+function exportConverted(url, suffix, what) {
+  run(async () => {
+    say(`Making the ${what} export…`);
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(state.annotations.toJSON()),
+    });
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      throw new Error(`The ${what} export failed: ${body.error ?? response.status}`);
+    }
+    download(await response.blob(), `${stem()}-${suffix}`);
+    say(`The ${what} export is downloaded.`);
+  });
+}
+
 async function importFile(file) {
   let data;
   try {
@@ -600,6 +620,7 @@ function updateButtons() {
     control.disabled = busy;
   }
   for (const button of ui.objects.querySelectorAll("button")) button.disabled = busy;
+  for (const control of [ui.exportCoco, ui.exportYolo]) control.disabled = busy;
 }
 
 function wire() {
@@ -631,6 +652,8 @@ function wire() {
   ui.cancel.addEventListener("click", cancelPropagation);
   ui.exportJson.addEventListener("click", exportJson);
   ui.exportZip.addEventListener("click", exportZip);
+  ui.exportCoco.addEventListener("click", () => exportConverted("/annotations/coco.json", "coco.json", "COCO"));
+  ui.exportYolo.addEventListener("click", () => exportConverted("/annotations/yolo.zip", "yolo.zip", "YOLO"));
   ui.importFile.addEventListener("change", () => {
     const [file] = ui.importFile.files;
     ui.importFile.value = "";

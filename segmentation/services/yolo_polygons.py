@@ -1,0 +1,80 @@
+"""Annotations as YOLO segmentation labels (Ultralytics' format): a ZIP of ``labels/NNNNN.txt``,
+one per frame of the video (empty where it has no mask, a background image to YOLO), with a
+``classes.txt`` and a ``data.yaml`` naming the classes.
+
+Each object is a class of its own, ``object_<id>``, numbered from 0 in the order of the object
+IDs. A label line is one connected part of an object's mask: ``class x1 y1 x2 y2 ...``, the
+outline of the part (OpenCV's ``findContours``, the part's largest external contour, its holes
+left filled) through the centres of its edge pixels, divided by the frame's width and height.
+A part thinner than a polygon (a single pixel, a one-pixel line) has no line: it encloses no
+area, and YOLO's loaders drop such polygons.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import cv2
+import numpy as np
+
+from segmentation.rle import rle_decode
+from segmentation.services.uploads import annotations_check
+
+SMALLEST_POLYGON = 3  # points
+
+
+def yolo_labels_build(*, data: object) -> tuple[str, bytes]:
+    """The archive's file name and bytes for annotations in the export format; the annotations
+    are checked against their video first (:class:`BadUserInput` naming the first fault)."""
+    video = annotations_check(data)
+    by_frame = {frame["frame_index"]: frame["objects"] for frame in data["frames"]}
+    object_ids = sorted({item["object_id"] for objects in by_frame.values() for item in objects})
+    class_of = {object_id: index for index, object_id in enumerate(object_ids)}
+    names = [f"object_{object_id}" for object_id in object_ids]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for frame_index in range(video.frame_count):
+            lines = []
+            for item in by_frame.get(frame_index, []):
+                for polygon in mask_polygons(mask=rle_decode(item["mask"])):
+                    scaled = polygon / np.array([video.width, video.height], np.float64)
+                    numbers = " ".join(f"{value:.6f}" for value in scaled.ravel())
+                    lines.append(f"{class_of[item['object_id']]} {numbers}\n")
+            archive.writestr(f"labels/{frame_index:05d}.txt", "".join(lines))
+        archive.writestr("classes.txt", "".join(f"{name}\n" for name in names))
+        archive.writestr("data.yaml", _data_yaml(names))
+    return video.export_name(suffix="-yolo.zip"), buffer.getvalue()
+
+
+def mask_polygons(*, mask: np.ndarray) -> list[np.ndarray]:
+    """One N x 2 array of (x, y) pixel coordinates per connected part of a boolean mask (8-
+    connected, as ``findContours`` follows edges), in the order of the parts' first pixels."""
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(
+        mask.astype(np.uint8), connectivity=8
+    )
+    polygons = []
+    for part in range(1, count):  # 0 is the background
+        left, top, width, height = stats[part, :4]
+        # The part alone, in its box: another part in its hole is not its edge.
+        alone = (labels[top : top + height, left : left + width] == part).astype(np.uint8)
+        contours, _ = cv2.findContours(alone, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        outline = max(contours, key=cv2.contourArea).reshape(-1, 2)
+        if len(outline) >= SMALLEST_POLYGON:
+            polygons.append(outline + np.array([left, top]))
+    return polygons
+
+
+def _data_yaml(names: list[str]) -> str:
+    lines = [
+        "# YOLO segmentation labels from the segmentation service. Put the video's frames in",
+        "# images/ beside labels/ as NNNNN.jpg (GET /frames/<index>.jpg?video=<path> serves",
+        "# each), then train or validate on them.",
+        "path: .",
+        "train: images",
+        "val: images",
+        f"nc: {len(names)}",
+        "names:",
+        *(f"  {index}: {name}" for index, name in enumerate(names)),
+    ]
+    return "\n".join(lines) + "\n"
