@@ -623,6 +623,36 @@ function updateButtons() {
   for (const control of [ui.exportCoco, ui.exportYolo]) control.disabled = busy;
 }
 
+// Where typing must stay typing: the go-to box handles its own Enter and Escape.
+const TEXT_FIELDS = [
+  "textarea",
+  "select",
+  "input:not([type=range], [type=button], [type=submit], [type=reset], [type=checkbox], [type=radio], [type=file], [type=color])",
+].join(", ");
+
+function inTextField(target) {
+  return target instanceof Element && (target.isContentEditable || target.closest(TEXT_FIELDS) !== null);
+}
+
+function onKey(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey || inTextField(event.target)) return;
+  const last = state.video.frameCount - 1;
+  if (event.key === "ArrowLeft") goTo(state.frameIndex - 1);
+  else if (event.key === "ArrowRight") goTo(state.frameIndex + 1);
+  else if (event.key === "[") stepToAnchor(-1);
+  else if (event.key === "]") stepToAnchor(1);
+  else if (event.key === "Home") goTo(0);
+  else if (event.key === "End") goTo(last);
+  else if (event.key === "g" || event.key === "G") ui.goto.focus();
+  else if (event.key === "p" || event.key === "P") {
+    if (!ui.propagate.disabled) startPropagation();
+  } else if (event.key === " ") play();
+  else return;
+  // The key is the page's: the focused scrubber does not step as well, a focused button is not
+  // pressed, and the G does not land in the go-to box.
+  event.preventDefault();
+}
+
 function wire() {
   ui.overlay.addEventListener("click", (event) => click(event, state.tapLabel));
   ui.overlay.addEventListener("contextmenu", (event) => click(event, 0));
@@ -659,23 +689,9 @@ function wire() {
     ui.importFile.value = "";
     if (file) importFile(file);
   });
-  addEventListener("keydown", (event) => {
-    if (event.target === ui.goto) return; // its own keys
-    if (event.target.closest("input, button, select, textarea") && event.key !== " ") return;
-    if (event.ctrlKey || event.metaKey || event.altKey) return;
-    const last = state.video.frameCount - 1;
-    if (event.key === "ArrowLeft") goTo(state.frameIndex - 1);
-    else if (event.key === "ArrowRight") goTo(state.frameIndex + 1);
-    else if (event.key === "[") stepToAnchor(-1);
-    else if (event.key === "]") stepToAnchor(1);
-    else if (event.key === "Home") goTo(0);
-    else if (event.key === "End") goTo(last);
-    else if (event.key === "g" || event.key === "G") ui.goto.focus();
-    else if ((event.key === "p" || event.key === "P") && !ui.propagate.disabled) startPropagation();
-    else if (event.key === " " && !event.target.closest("button")) play();
-    else return;
-    event.preventDefault();
-  });
+  // Before the focused control sees them (capture), so that the keys answer after a click on a
+  // button or the scrubber, and Space does not press the focused button too.
+  addEventListener("keydown", onKey, { capture: true });
   addEventListener("resize", drawTimeline);
 }
 
