@@ -383,7 +383,9 @@ def test_session_is_pinged_while_open_and_closed_when_left(server, page) -> None
     with page.expect_request(lambda request: PING in (request.post_data or "")):
         page.clock.run_for(61_000)
 
-    page.goto(f"{server}/tv/")
+    # leaving by the site's header (a reload keeps the session: test_annotator_workplace_browser)
+    page.click(".site-header a[href='/tv/']")
+    page.wait_for_url(f"{server}/tv/")
     answer = graphql(
         server, "query($s: String!) { ping(input: {sessionId: $s}) { success } }", s=session_id
     )

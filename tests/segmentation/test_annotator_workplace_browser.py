@@ -4,6 +4,8 @@ masks stay visible on objects of their own colour (issue 41)."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlparse
+
 import pytest
 from playwright.sync_api import expect
 
@@ -13,8 +15,10 @@ from tests.segmentation.test_annotator_browser import (
     FRAMES,
     click_at,
     farthest,
+    graphql,
     is_add_points,
     open_default_video,
+    server_annotations,
 )
 
 ANCHORS = (5, 40)  # the frames the keys test clicks on, 0-based
@@ -175,3 +179,123 @@ def test_every_key_answers_after_every_control(server, page) -> None:
     assert page.input_value("#goto") == "12"
     page.keyboard.press("Escape")
     assert page.input_value("#goto") == ""
+
+
+OVERLAY_DIGEST = """() => {
+    const data = document.getElementById("overlay").getContext("2d")
+        .getImageData(0, 0, overlay.width, overlay.height).data;
+    let drawn = 0, digest = 7;
+    for (let i = 0; i < data.length; i++) {
+        digest = (Math.imul(digest, 31) + data[i]) >>> 0;
+        if (i % 4 === 3 && data[i]) drawn++;
+    }
+    return [drawn, digest];
+}"""
+
+
+def object_labels(page) -> list[str]:
+    return page.locator("#objects li .object-pick").all_text_contents()
+
+
+def address_session(page) -> str:
+    return parse_qs(urlparse(page.url).query)["session"][0]
+
+
+def test_a_reload_takes_the_session_up_again_with_its_objects_clicks_and_masks(
+    server, page
+) -> None:
+    # given two objects: 2 clicked on two frames, 1 on one, and the first frame shown
+    session_id = open_default_video(server, page)
+    assert address_session(page) == session_id
+    page.click("#add-object")
+    click_on_box(page, 0)
+    go_to(page, 11)
+    click_on_box(page, 10)
+    page.click("#objects li:first-child .object-pick")
+    x, y = farthest(demo_masks(10)["ball"], (-100, -100))
+    with page.expect_response(is_add_points):
+        click_at(page, x, y)
+    go_to(page, 1)
+    page.wait_for_selector("#editor[data-frame-shown='0']")
+    labels = object_labels(page)
+    overlay = page.evaluate(OVERLAY_DIGEST)
+    masks = server_annotations(server, session_id)
+
+    # when
+    page.reload()
+    page.wait_for_selector("#editor[data-ready=true]")
+    page.wait_for_selector("#editor[data-frame-shown='0']")
+
+    # then the same session, objects, clicks and masks, the same overlay pixel for pixel
+    assert page.get_attribute("#editor", "data-session-id") == session_id
+    assert address_session(page) == session_id
+    assert labels == ["Object 1 · clicked on 1 frame", "Object 2 · clicked on 2 frames"]
+    assert object_labels(page) == labels
+    assert page.text_content("#objects li.selected .object-pick") == labels[0]
+    assert page.evaluate(OVERLAY_DIGEST) == overlay
+    assert overlay[0] > 1000
+    assert server_annotations(server, session_id) == masks
+    assert [frame["frame_index"] for frame in masks["frames"]] == [0, 10]
+    assert page.get_attribute("#timeline", "data-anchors") == "10"
+    assert page.is_enabled("#propagate")
+    assert page.text_content("#message") == ""
+
+    # and the work goes on in it: a click on the ball of frame 1 for object 1
+    x, y = farthest(demo_masks(0)["ball"], (-100, -100))
+    with page.expect_response(is_add_points):
+        click_at(page, x, y)
+    objects = server_annotations(server, session_id)["frames"][0]["objects"]
+    assert [item["object_id"] for item in objects] == [1, 2]
+    assert object_labels(page) == ["Object 1 · clicked on 2 frames", labels[1]]
+
+
+def test_a_session_the_server_no_longer_has_is_said_and_started_again(server, page) -> None:
+    page.goto(f"{server}/annotate/?session=no-such-session")
+    page.wait_for_selector("#editor[data-ready=true]")
+
+    assert page.text_content("#message") == (
+        "This page's session has ended on the server (it was idle too long, or the server"
+        " restarted). Start again to open a new one on this video."
+    )
+    assert page.is_visible("#start-again")
+    assert page.get_attribute("#editor", "data-session-id") is None
+    assert page.is_disabled("#propagate")
+    assert page.is_disabled("#add-object")
+    assert object_labels(page) == ["Object 1"]
+
+    page.click("#start-again")
+    page.wait_for_selector("#editor[data-session-id]")
+    expect(page.locator("#message")).to_have_text("A new session is open.")
+    session_id = page.get_attribute("#editor", "data-session-id")
+    assert address_session(page) == session_id
+    assert page.is_hidden("#start-again")
+    click_on_box(page, 0)
+    frames = server_annotations(server, session_id)["frames"]
+    assert [frame["frame_index"] for frame in frames] == [0]
+
+
+def test_a_session_ended_before_a_reload_starts_again_with_the_tabs_clicks(server, page) -> None:
+    old_session = open_default_video(server, page)
+    click_on_box(page, 0)
+    closed = graphql(
+        server,
+        "mutation($s: String!) { closeSession(input: {sessionId: $s}) { success } }",
+        s=old_session,
+    )
+    assert closed == {"data": {"closeSession": {"success": True}}}
+
+    page.reload()
+    page.wait_for_selector("#editor[data-ready=true]")
+    assert page.text_content("#message") == (
+        "This page's session has ended on the server (it was idle too long, or the server"
+        " restarted). Start again to open a new one on this video with your clicks on 1 frame."
+    )
+    assert object_labels(page) == ["Object 1 · clicked on 1 frame"]
+
+    page.click("#start-again")
+    expect(page.locator("#message")).to_have_text("A new session is open, with your clicks.")
+    new_session = page.get_attribute("#editor", "data-session-id")
+    assert new_session != old_session
+    objects = server_annotations(server, new_session)["frames"][0]["objects"]
+    assert [item["object_id"] for item in objects] == [1]
+    assert page.is_enabled("#propagate")

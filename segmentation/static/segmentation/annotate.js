@@ -4,6 +4,10 @@
 //
 // Operations that change the session run one after another (`run`), in the order the person
 // made them; a session that expired is reopened and given the page's points again.
+//
+// The session's ID is in the page's address and the page's own part of the work (its objects and
+// clicks; the server holds the masks) in the tab's sessionStorage, so that a reload, or the tab
+// reopened, takes the session up again.
 
 import { Annotations } from "./annotations.js";
 import { FrameImages } from "./frames.js";
@@ -61,6 +65,7 @@ const ui = {
   exportCoco: $("export-coco"),
   exportYolo: $("export-yolo"),
   importFile: $("import-file"),
+  startAgain: $("start-again"),
 };
 
 const state = {
@@ -80,6 +85,7 @@ const state = {
   queue: Promise.resolve(),
   epoch: 0, // counts "clear all"s
   drawn: 0, // the latest frame request; older ones that arrive late are not drawn
+  leaving: false, // a link of the site's header was followed
 };
 
 // ---- messages
@@ -116,9 +122,94 @@ async function withSession(fn) {
 
 async function startSession() {
   const data = await graphql(Q.start, { input: { path: state.video.path } });
-  state.sessionId = data.startSession.sessionId;
-  ui.editor.dataset.sessionId = state.sessionId;
-  showEngine(state.sessionId);
+  adoptSession(data.startSession.sessionId);
+  remember();
+}
+
+function adoptSession(sessionId) {
+  state.sessionId = sessionId;
+  ui.editor.dataset.sessionId = sessionId;
+  const address = new URL(location.href);
+  address.searchParams.set("video", state.video.id);
+  address.searchParams.set("session", sessionId);
+  history.replaceState(null, "", address);
+  showEngine(sessionId);
+}
+
+function workKey(sessionId) {
+  return `annotate:${sessionId}`;
+}
+
+// What only the page knows of the work: which objects there are and where they were clicked.
+function remember() {
+  if (!state.sessionId) return;
+  const work = {
+    objects: state.objects,
+    nextObjectId: state.nextObjectId,
+    selected: state.selected,
+    points: [...state.points],
+  };
+  try {
+    sessionStorage.setItem(workKey(state.sessionId), JSON.stringify(work));
+  } catch {
+    // Storage full or refused: a reload then gets the masks back but not the clicks.
+  }
+}
+
+function recall(sessionId) {
+  try {
+    return JSON.parse(sessionStorage.getItem(workKey(sessionId)));
+  } catch {
+    return null;
+  }
+}
+
+function adoptWork(work) {
+  const objects = work?.objects?.length ? work.objects : state.annotations.objectIds();
+  state.objects = objects.length ? objects : [1];
+  state.nextObjectId = work?.nextObjectId ?? Math.max(...state.objects) + 1;
+  state.selected = state.objects.includes(work?.selected) ? work.selected : state.objects[0];
+  state.points = new Map(work?.points ?? []);
+}
+
+// A reload: the session named in the address, with its masks from the server and the clicks
+// this tab kept; false if the server no longer has it (or it is another video's).
+async function resume(sessionId) {
+  const response = await fetch(`/annotations/${encodeURIComponent(sessionId)}.json`);
+  if (!response.ok) return false;
+  const data = await response.json();
+  if (data.video !== state.video.path) return false;
+  state.annotations.load(data);
+  adoptWork(recall(sessionId));
+  adoptSession(sessionId);
+  return true;
+}
+
+// The session in the address has gone: say so, keep the clicks this tab holds, and offer a new
+// session that gets them (the page does not reopen it by itself, so that a stale address does
+// not silently start work the person did not ask for).
+function sessionEnded(sessionId) {
+  adoptWork(recall(sessionId));
+  const frames = new Set([...state.points.keys()].map((key) => key.split(":")[0])).size;
+  const again = frames
+    ? `Start again to open a new one on this video with your clicks on ${frames} frame${frames > 1 ? "s" : ""}.`
+    : "Start again to open a new one on this video.";
+  complain(`This page's session has ended on the server (it was idle too long, or the server restarted). ${again}`);
+  ui.startAgain.hidden = false;
+}
+
+function startAgain() {
+  ui.startAgain.hidden = true;
+  run(async () => {
+    await startSession();
+    for (const [key, points] of state.points) {
+      const [frameIndex, objectId] = key.split(":").map(Number);
+      applyMasks(await sendPoints(state.sessionId, frameIndex, objectId, points));
+    }
+    updateButtons();
+    drawTimeline();
+    say(state.points.size ? "A new session is open, with your clicks." : "A new session is open.");
+  });
 }
 
 // With inference workers each session has its own (the page was drawn naming none).
@@ -146,8 +237,21 @@ function keepAlive() {
       // The next ping, or the next operation, tries again.
     }
   }, PING_EVERY_MS);
+  // Leaving by the site's header closes the session at once. A reload, a closed tab or an
+  // address typed keep it for the server's idle timeout, so that the page (or the tab reopened)
+  // takes it up again.
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest(".site-header a[href]");
+    const plain = event.button === 0 && !(event.ctrlKey || event.metaKey || event.shiftKey || event.altKey);
+    if (link && plain) state.leaving = true;
+  });
+  addEventListener("pageshow", () => {
+    state.leaving = false;
+  });
   addEventListener("pagehide", () => {
-    if (state.sessionId) graphql(Q.close, { input: { sessionId: state.sessionId } }, { keepalive: true });
+    if (state.leaving && state.sessionId) {
+      graphql(Q.close, { input: { sessionId: state.sessionId } }, { keepalive: true });
+    }
   });
 }
 
@@ -273,6 +377,7 @@ function renderObjects() {
     }),
   );
   updateButtons();
+  remember();
 }
 
 function selectObject(objectId) {
@@ -684,6 +789,7 @@ function wire() {
   ui.exportZip.addEventListener("click", exportZip);
   ui.exportCoco.addEventListener("click", () => exportConverted("/annotations/coco.json", "coco.json", "COCO"));
   ui.exportYolo.addEventListener("click", () => exportConverted("/annotations/yolo.zip", "yolo.zip", "YOLO"));
+  ui.startAgain.addEventListener("click", startAgain);
   ui.importFile.addEventListener("change", () => {
     const [file] = ui.importFile.files;
     ui.importFile.value = "";
@@ -715,13 +821,19 @@ async function open() {
   state.frames = new FrameImages(path);
   state.annotations = new Annotations(path);
   wire();
-  addObject();
+  const resumed = new URLSearchParams(location.search).get("session");
   try {
-    await startSession();
+    if (!resumed) {
+      addObject();
+      await startSession();
+    } else if (!(await resume(resumed))) {
+      sessionEnded(resumed);
+    }
   } catch (error) {
     complain(`The video cannot be opened: ${error.message}`);
     return;
   }
+  renderObjects();
   keepAlive();
   ui.play.disabled = ui.scrubber.disabled = ui.goto.disabled = false;
   updateButtons();
