@@ -4,14 +4,21 @@ masks stay visible on objects of their own colour (issue 41)."""
 
 from __future__ import annotations
 
+import colorsys
+import io
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import pytest
+import requests
+from PIL import Image
 from playwright.sync_api import expect
 
 from segmentation.demo_video import demo_masks
+from segmentation.rle import rle_decode
 from tests.conftest import running_server
 from tests.segmentation.test_annotator_browser import (
+    FIRST_COLOUR,
     FRAMES,
     click_at,
     farthest,
@@ -299,3 +306,90 @@ def test_a_session_ended_before_a_reload_starts_again_with_the_tabs_clicks(serve
     objects = server_annotations(server, new_session)["frames"][0]["objects"]
     assert [item["object_id"] for item in objects] == [1]
     assert page.is_enabled("#propagate")
+
+
+HUE_APART = 90  # degrees between an object's fill and the mean colour under its mask, at least
+DARK_OUTLINE, LIGHT_OUTLINE = [16, 20, 24], [255, 255, 255]  # overlay.js
+FILL_ALPHA = 115
+
+
+def rgb_of(hex_colour: str) -> list[int]:
+    return [int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]
+
+
+def hue_distance(a: list[int], b: list[int]) -> float:
+    hue_a = colorsys.rgb_to_hsv(*(c / 255 for c in a))[0] * 360
+    hue_b = colorsys.rgb_to_hsv(*(c / 255 for c in b))[0] * 360
+    apart = abs(hue_a - hue_b)
+    return min(apart, 360 - apart)
+
+
+def interior(mask: np.ndarray) -> np.ndarray:
+    """The mask's pixels whose four neighbours are in it too (the frame's edge counts as out)."""
+    padded = np.pad(mask, 1)
+    return mask & padded[:-2, 1:-1] & padded[2:, 1:-1] & padded[1:-1, :-2] & padded[1:-1, 2:]
+
+
+def overlay_pixels(page, points: list[tuple[int, int]]) -> list[list[int]]:
+    return page.evaluate(
+        """(points) => {
+            const data = document.getElementById("overlay").getContext("2d")
+                .getImageData(0, 0, overlay.width, overlay.height).data;
+            return points.map(([x, y]) => Array.from(data.slice((y * overlay.width + x) * 4,
+                (y * overlay.width + x) * 4 + 4)));
+        }""",
+        points,
+    )
+
+
+def test_a_mask_on_an_object_of_its_own_colour_is_drawn_apart_from_it(server, page) -> None:
+    # given object 1 (red in the palette), clicked on the red ball
+    session_id = open_default_video(server, page)
+    click = farthest(demo_masks(0)["ball"], (-100, -100))
+    with page.expect_response(is_add_points):
+        click_at(page, *click)
+    page.wait_for_selector("#objects li[data-under]")
+    page.shot("red-ball")
+
+    # then its colour is the palette's, far in hue from the ball's under the mask
+    item = page.locator("#objects li[data-object-id='1']")
+    colour, under = (
+        rgb_of(item.get_attribute("data-colour")),
+        rgb_of(item.get_attribute("data-under")),
+    )
+    mask = rle_decode(server_annotations(server, session_id)["frames"][0]["objects"][0]["mask"])
+    frame = requests.get(f"{server}/frames/0.jpg?video=gallery/default.mp4", timeout=10)
+    pixels = np.asarray(Image.open(io.BytesIO(frame.content)).convert("RGB"))
+    np.testing.assert_allclose(under, pixels[mask].mean(axis=0), atol=3)
+    assert hue_distance(under, FIRST_COLOUR) < 20  # the ball is red: red would hide on it
+    assert hue_distance(colour, under) > HUE_APART
+    assert colour != FIRST_COLOUR
+    swatch = page.eval_on_selector(
+        "#objects li .swatch", "s => getComputedStyle(s).backgroundColor"
+    )
+    assert swatch == f"rgb({colour[0]}, {colour[1]}, {colour[2]})"
+
+    # and its mask is drawn in it inside a 2 px outline that contrasts with it
+    luminance = 0.2126 * colour[0] + 0.7152 * colour[1] + 0.0722 * colour[2]
+    outline = DARK_OUTLINE if luminance > 140 else LIGHT_OUTLINE
+    first = interior(mask)
+    ring1, ring2, fill = mask & ~first, first & ~interior(first), interior(first)
+    assert ring1.sum() > 100
+    ys, xs = np.mgrid[: mask.shape[0], : mask.shape[1]]
+    away = (xs - click[0]) ** 2 + (ys - click[1]) ** 2 > 20**2  # not under the clicked point
+    for ring in (ring1, ring2):
+        points = [(int(x), int(y)) for y, x in zip(*np.nonzero(ring & away), strict=True)]
+        assert overlay_pixels(page, points) == [[*outline, 255]] * len(points)
+    points = [(int(x), int(y)) for y, x in zip(*np.nonzero(fill & away), strict=True)][::50]
+    # (read back through the canvas's premultiplied alpha, as the browser stores it)
+    stored = [round(round(c * FILL_ALPHA / 255) * 255 / FILL_ALPHA) for c in colour]
+    assert overlay_pixels(page, points) == [[*stored, FILL_ALPHA]] * len(points)
+    outside = farthest(~mask, click)
+    assert overlay_pixels(page, [outside]) == [[0, 0, 0, 0]]
+
+    # and the colour stays the object's on the next frame's mask too
+    go_to(page, 2)
+    x, y = farthest(demo_masks(1)["ball"], (-100, -100))
+    with page.expect_response(is_add_points):
+        click_at(page, x, y)
+    assert rgb_of(item.get_attribute("data-colour")) == colour

@@ -12,7 +12,7 @@
 import { Annotations } from "./annotations.js";
 import { FrameImages } from "./frames.js";
 import { ApiError, graphql, upload } from "./graphql.js";
-import { colourOf, drawPoints, hexOf, maskImage } from "./overlay.js";
+import { colourOf, drawPoints, hexOf, maskImage, meanUnder, pickColour } from "./overlay.js";
 import { propagate } from "./stream.js";
 
 const PING_EVERY_MS = 60_000;
@@ -78,6 +78,8 @@ const state = {
   nextObjectId: 1,
   selected: null,
   points: new Map(), // "frame:object" -> [{x, y, label}] in video pixels
+  colours: new Map(), // object ID -> {colour, under}: its colour, decided on its first mask shown
+  frameOnCanvas: null, // the frame index whose image the frame canvas holds
   tapLabel: 1,
   playing: null, // the running playback, if any
   propagation: null, // the AbortController of the running propagation
@@ -148,6 +150,7 @@ function remember() {
     nextObjectId: state.nextObjectId,
     selected: state.selected,
     points: [...state.points],
+    colours: [...state.colours],
   };
   try {
     sessionStorage.setItem(workKey(state.sessionId), JSON.stringify(work));
@@ -170,6 +173,7 @@ function adoptWork(work) {
   state.nextObjectId = work?.nextObjectId ?? Math.max(...state.objects) + 1;
   state.selected = state.objects.includes(work?.selected) ? work.selected : state.objects[0];
   state.points = new Map(work?.points ?? []);
+  state.colours = new Map(work?.colours ?? []);
 }
 
 // A reload: the session named in the address, with its masks from the server and the clicks
@@ -290,18 +294,48 @@ async function showFrame(frameIndex) {
   }
   if (request === state.drawn) {
     ui.frame.getContext("2d").drawImage(image, 0, 0);
+    state.frameOnCanvas = frameIndex;
     drawOverlay();
     ui.editor.dataset.frameShown = frameIndex;
   }
   image.close();
 }
 
+function objectColour(objectId) {
+  return state.colours.get(objectId)?.colour ?? colourOf(objectId);
+}
+
+// Each object's colour is decided once, on its first mask shown, from the frame's pixels under
+// it, and then kept: a colour that changed from frame to frame would not name the object.
+function decideColours(masks) {
+  if (state.frameOnCanvas !== state.frameIndex) return false; // the canvas holds another frame
+  const { width, height } = state.video;
+  let frame = null;
+  let decided = false;
+  for (const [objectId, mask] of masks) {
+    if (state.colours.has(objectId)) continue;
+    frame ??= ui.frame.getContext("2d").getImageData(0, 0, width, height).data;
+    const under = meanUnder(frame, mask);
+    if (!under) continue;
+    const taken = state.objects.filter((id) => id !== objectId).map(objectColour);
+    state.colours.set(objectId, { colour: pickColour(colourOf(objectId), under, taken), under });
+    decided = true;
+  }
+  return decided;
+}
+
 function drawOverlay() {
   const { width, height } = state.video;
+  const masks = state.annotations.masks(state.frameIndex);
+  if (decideColours(masks)) {
+    renderObjects();
+    drawTimeline();
+  }
   const context = ui.overlay.getContext("2d");
-  context.putImageData(maskImage(state.annotations.masks(state.frameIndex), width, height), 0, 0);
+  context.putImageData(maskImage(masks, width, height, objectColour), 0, 0);
   for (const objectId of state.objects) {
-    drawPoints(context, state.points.get(pointKey(state.frameIndex, objectId)) ?? [], objectId, pointRadius());
+    const points = state.points.get(pointKey(state.frameIndex, objectId)) ?? [];
+    drawPoints(context, points, objectColour(objectId), pointRadius());
   }
 }
 
@@ -325,7 +359,7 @@ function drawTimeline() {
   context.fillStyle = "#8a949e";
   for (const key of state.points.keys()) column(Number(key.split(":")[0]), 5, 2);
   const selected = anchors(state.selected);
-  context.fillStyle = hexOf(colourOf(state.selected));
+  context.fillStyle = hexOf(objectColour(state.selected));
   for (const frameIndex of selected) column(frameIndex, 0, 3);
   context.fillStyle = "#ffffff";
   context.fillRect((state.frameIndex + 0.5) * step - 1, 0, 2, canvas.height);
@@ -351,13 +385,16 @@ function renderObjects() {
       const item = document.createElement("li");
       item.className = objectId === state.selected ? "selected" : "";
       item.dataset.objectId = objectId;
+      item.dataset.colour = hexOf(objectColour(objectId));
+      const under = state.colours.get(objectId)?.under;
+      if (under) item.dataset.under = hexOf(under);
       const pick = document.createElement("button");
       pick.type = "button";
       pick.className = "object-pick";
       pick.setAttribute("aria-pressed", String(objectId === state.selected));
       const swatch = document.createElement("span");
       swatch.className = "swatch";
-      swatch.style.background = hexOf(colourOf(objectId));
+      swatch.style.background = hexOf(objectColour(objectId));
       const clicks = [...state.points.keys()].filter((key) => key.endsWith(`:${objectId}`)).length;
       pick.append(swatch, `Object ${objectId}`);
       const details = document.createElement("span");
@@ -394,6 +431,7 @@ function addObject() {
 
 function removeObject(objectId) {
   state.annotations.removeObject(objectId);
+  state.colours.delete(objectId);
   for (const key of [...state.points.keys()]) if (key.endsWith(`:${objectId}`)) state.points.delete(key);
   state.objects = state.objects.filter((id) => id !== objectId);
   if (!state.objects.length) addObject();

@@ -1,6 +1,8 @@
-// Drawing over a frame: each object's mask as a translucent fill in its colour with an opaque
-// outline, and the clicked points (a filled disc with a plus for "object here", a minus for
-// "not here").
+// Drawing over a frame: each object's mask as a translucent fill in its colour inside an opaque
+// outline, dark on a light fill and light on a dark one, and the clicked points (a filled disc
+// with a plus for "object here", a minus for "not here"). An object's colour is its own from the
+// palette unless the object itself is near that colour (object 1's red on a red ball): then the
+// palette's colour farthest from the object's is taken (`pickColour`).
 
 // Distinct colours, one per object in order; past the last, they come round again.
 export const COLOURS = [
@@ -9,6 +11,12 @@ export const COLOURS = [
   [200, 150, 100], [0, 150, 110], [255, 160, 160], [100, 60, 200], [230, 230, 120],
 ];
 export const FILL_ALPHA = 115;
+export const OUTLINE_PX = 2;
+export const DARK_OUTLINE = [16, 20, 24];
+export const LIGHT_OUTLINE = [255, 255, 255];
+// Below this distance in RGB from the mean colour under its mask, a fill does not stand out.
+export const FAR_ENOUGH = 120;
+const LIGHT_FILL = 140; // luminance (0-255) above which a fill takes the dark outline
 
 export function colourOf(objectId) {
   const count = COLOURS.length;
@@ -19,32 +27,88 @@ export function hexOf([red, green, blue]) {
   return `#${[red, green, blue].map((c) => c.toString(16).padStart(2, "0")).join("")}`;
 }
 
-// Paint the masks ({objectId: Uint8Array}) of one frame into an ImageData of width x height.
-export function maskImage(masks, width, height) {
+function luminance([red, green, blue]) {
+  return 0.2126 * red + 0.7152 * green + 0.0722 * blue;
+}
+
+export function outlineOf(colour) {
+  return luminance(colour) > LIGHT_FILL ? DARK_OUTLINE : LIGHT_OUTLINE;
+}
+
+function distance(a, b) {
+  return Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
+}
+
+// The mean [r, g, b] of the frame's RGBA pixels under the mask; null for an empty mask.
+export function meanUnder(pixels, mask) {
+  const sum = [0, 0, 0];
+  let count = 0;
+  for (let i = 0; i < mask.length; i++) {
+    if (!mask[i]) continue;
+    sum[0] += pixels[i * 4];
+    sum[1] += pixels[i * 4 + 1];
+    sum[2] += pixels[i * 4 + 2];
+    count++;
+  }
+  return count ? sum.map((value) => Math.round(value / count)) : null;
+}
+
+// The object's own colour if it stands out from the mean colour under its mask; else the palette's
+// farthest from that mean, among those other objects do not show (while any is left), so that
+// objects stay told apart.
+export function pickColour(own, under, taken) {
+  if (distance(own, under) >= FAR_ENOUGH) return own;
+  const free = COLOURS.filter((colour) => !taken.some((other) => distance(other, colour) === 0));
+  const candidates = free.length ? free : COLOURS;
+  return candidates.reduce((best, colour) => (distance(colour, under) > distance(best, under) ? colour : best));
+}
+
+// For each pixel of the mask, 1..OUTLINE_PX: how far in from its border it lies (the frame's
+// edge counts as a border); 0 deeper in, and outside. The outline lies inside the mask, so that
+// it marks exactly the mask's extent.
+function rings(mask, width, height) {
+  const ring = new Uint8Array(mask.length);
+  const outside = (i, pass) => !mask[i] || (ring[i] > 0 && ring[i] < pass);
+  for (let pass = 1; pass <= OUTLINE_PX; pass++) {
+    for (let y = 0, i = 0; y < height; y++) {
+      for (let x = 0; x < width; x++, i++) {
+        if (!mask[i] || ring[i]) continue;
+        if (
+          x === 0 || y === 0 || x === width - 1 || y === height - 1 ||
+          outside(i - 1, pass) || outside(i + 1, pass) || outside(i - width, pass) || outside(i + width, pass)
+        ) ring[i] = pass;
+      }
+    }
+  }
+  return ring;
+}
+
+// Paint the masks ({objectId: Uint8Array}) of one frame into an ImageData of width x height, each
+// in colours(objectId).
+export function maskImage(masks, width, height, colours = colourOf) {
   const image = new ImageData(width, height);
   const pixels = image.data;
   for (const [objectId, mask] of masks) {
-    const [red, green, blue] = colourOf(objectId);
-    for (let y = 0, i = 0; y < height; y++) {
-      for (let x = 0; x < width; x++, i++) {
-        if (!mask[i]) continue;
-        const edge =
-          x === 0 || y === 0 || x === width - 1 || y === height - 1 ||
-          !mask[i - 1] || !mask[i + 1] || !mask[i - width] || !mask[i + width];
-        const p = i * 4;
-        pixels[p] = red;
-        pixels[p + 1] = green;
-        pixels[p + 2] = blue;
-        pixels[p + 3] = edge ? 255 : FILL_ALPHA;
-      }
+    const fill = colours(objectId);
+    const line = outlineOf(fill);
+    const ring = rings(mask, width, height);
+    for (let i = 0; i < mask.length; i++) {
+      if (!mask[i]) continue;
+      const [red, green, blue] = ring[i] ? line : fill;
+      const p = i * 4;
+      pixels[p] = red;
+      pixels[p + 1] = green;
+      pixels[p + 2] = blue;
+      pixels[p + 3] = ring[i] ? 255 : FILL_ALPHA;
     }
   }
   return image;
 }
 
-// Points [{x, y, label}] in video pixels, in the colour of their object; radius in video pixels.
-export function drawPoints(context, points, objectId, radius) {
-  const colour = hexOf(colourOf(objectId));
+// Points [{x, y, label}] in video pixels, in their object's colour [r, g, b]; radius in video
+// pixels.
+export function drawPoints(context, points, objectColour, radius) {
+  const colour = hexOf(objectColour);
   context.lineWidth = radius / 4;
   for (const { x, y, label } of points) {
     context.beginPath();
