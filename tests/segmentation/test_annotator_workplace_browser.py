@@ -146,7 +146,7 @@ def test_every_key_answers_after_every_control(server, page) -> None:
     expect(page.locator("#mode")).to_have_text("Taps mark: object")
     keys_answer(page, downloads)
 
-    for selector in ("#export-json", "#export-zip"):
+    for selector in ("#export-json", "#export-zip", "#export-coco", "#export-yolo"):
         with page.expect_download():
             use_then_focus(page, selector)
         keys_answer(page, downloads)
