@@ -427,7 +427,9 @@ def test_upload_opens_the_new_video(server, page, tmp_path: Path) -> None:
     page.shot("uploaded")
 
     assert page.text_content("#frame-label") == "1 / 12"
-    assert re.fullmatch(r"[0-9a-f]{64}\.mp4", page.text_content("#video-name"))
+    # the name it was uploaded with, not the content hash that stores it
+    assert page.text_content("#video-name") == "my clip.mp4"
+    assert page.title() == "my clip.mp4 · Annotate"
     page.goto(f"{server}/")
     page.wait_for_selector(".video-card")
     assert page.locator(".video-card").count() == cards + 1

@@ -662,8 +662,14 @@ function timelineFrame(event) {
 
 // ---- export and import
 
+// The video's name as people know it: an upload keeps its file's name (the server renders it);
+// the path's last part (a content hash for uploads) only where there is none.
+function videoName() {
+  return ui.name.dataset.name || state.video.path.split("/").pop();
+}
+
 function stem() {
-  return state.video.path.split("/").pop().replace(/\.[^.]*$/, "");
+  return videoName().replace(/\.[^.]*$/, "");
 }
 
 function download(blob, name) {
@@ -852,8 +858,8 @@ async function open() {
     return;
   }
   const { path, width, height, frameCount } = state.video;
-  document.title = `${path.split("/").pop()} · Annotate`;
-  ui.name.textContent = path.split("/").pop();
+  document.title = `${videoName()} · Annotate`;
+  ui.name.textContent = videoName();
   for (const canvas of [ui.frame, ui.overlay]) Object.assign(canvas, { width, height });
   ui.scrubber.max = frameCount - 1;
   state.frames = new FrameImages(path);
