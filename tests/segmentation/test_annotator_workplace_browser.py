@@ -310,7 +310,7 @@ def test_a_session_ended_before_a_reload_starts_again_with_the_tabs_clicks(serve
 
 HUE_APART = 90  # degrees between an object's fill and the mean colour under its mask, at least
 DARK_OUTLINE, LIGHT_OUTLINE = [16, 20, 24], [255, 255, 255]  # overlay.js
-FILL_ALPHA = 115
+FILL_ALPHA = 150
 
 
 def rgb_of(hex_colour: str) -> list[int]:

@@ -10,7 +10,9 @@ export const COLOURS = [
   [255, 130, 30], [0, 210, 210], [255, 90, 190], [150, 200, 40], [120, 120, 255],
   [200, 150, 100], [0, 150, 110], [255, 160, 160], [100, 60, 200], [230, 230, 120],
 ];
-export const FILL_ALPHA = 115;
+// Over half opaque: a fill chosen away from the object's colour must not mix back into it (cyan at
+// 45% over the red ball read as grey).
+export const FILL_ALPHA = 150;
 export const OUTLINE_PX = 2;
 export const DARK_OUTLINE = [16, 20, 24];
 export const LIGHT_OUTLINE = [255, 255, 255];
