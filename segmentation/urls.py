@@ -6,6 +6,7 @@ from django.urls import path
 from segmentation.views import (
     annotate_page,
     annotations_export,
+    annotations_import,
     coco_instances,
     frame_image,
     gallery_page,
@@ -28,6 +29,7 @@ urlpatterns = [
     path("annotations/coco.json", coco_instances, name="coco_instances"),
     path("propagate_in_video", propagate_in_video, name="propagate_in_video"),
     path("annotations/<str:session_id>.json", annotations_export, name="annotations_export"),
+    path("sessions/<str:session_id>/annotations", annotations_import, name="annotations_import"),
     path("sessions/<str:session_id>/engine", session_engine_view, name="session_engine"),
     # MEDIA_URL reads "/media/" at run time (Django adds the script prefix); routes have no "/".
     path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", media_file, name="media"),

@@ -10,6 +10,8 @@ propagation stream and mask exports.
   its own (it holds the session's lock throughout); parts go out as frames are done. A client
   that disconnects closes the stream, which stops the thread at its next frame, as does
   ``cancelPropagateInVideo``.
+- ``POST /sessions/<id>/annotations``: an annotation file's work given to a session (the
+  annotator's Import), beside GraphQL because the SAM 2 schema is fixed.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from segmentation.services.mask_archives import mask_archive_build
 from segmentation.services.session_types import Propagation
 from segmentation.services.sessions import (
     session_annotations,
+    session_annotations_import,
     session_engine,
     session_propagation,
 )
@@ -226,6 +229,42 @@ def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
     response = JsonResponse(annotations.as_message())
     response["Content-Disposition"] = _attachment(name)
     return response
+
+
+@csrf_exempt
+def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
+    """``POST /sessions/<session_id>/annotations`` with an annotation file of the session's
+    video: its clicks and masks become the session's prompts, in place of its own. Answers
+    ``{"frames": [{"frame_index", "objects"}]}``, the masks of the file's frames."""
+    if request.method != "POST":
+        return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
+    wait = rate_limit_wait(
+        address=client_address(request),
+        kind="cost",
+        rate=settings.RATE_LIMIT_COST,
+        weight=PROPAGATION,  # a prompt on every frame at most: a propagation's work
+    )
+    if wait is not None:
+        return rate_limit_refusal(path=request.path, what="work", wait=wait)
+    try:
+        data = json.load(request)  # a stream, as for the exports: long videos' files are big
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
+    try:
+        frames = session_annotations_import(session_id=session_id, data=data)
+    except SegmentationError as error:
+        return _refusal(error)
+    return JsonResponse(
+        {
+            "frames": [
+                {
+                    "frame_index": frame.frame_index,
+                    "objects": [mask.as_message() for mask in frame.objects],
+                }
+                for frame in frames
+            ]
+        }
+    )
 
 
 @require_safe

@@ -10,6 +10,7 @@ Each session's prompts spend engine time from a budget of its own (``engine_budg
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -19,16 +20,24 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from core.malloc import memory_return
 from core.threads import iterate_in_thread
-from segmentation.engines.base import Masks, PromptError, VideoState
+from segmentation.engines.base import Masks, Prompt, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
+from segmentation.rle import rle_decode
 from segmentation.services.engine_budget import EngineBudget
 from segmentation.services.engines import engine_get
-from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
+from segmentation.services.session_types import (
+    Annotations,
+    Clicks,
+    FrameMasks,
+    ObjectMask,
+    Propagation,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -244,15 +253,36 @@ class LocalSessions:
 
     def annotations(self, *, session_id: str) -> Annotations:
         """Every frame with a mask (after a propagation, every frame the objects are on),
-        non-empty masks only."""
+        non-empty masks only, and each object's clicks on the frames where it has them (its
+        mask there too, empty or not: the clicks are the work an import gives back)."""
         session = self.registry.get(session_id)
         with _held(session):
             state: VideoState = session.state
-            frames = (
-                FrameMasks.from_masks(i, state.masks(frame_index=i), nonempty=True)
-                for i in range(state.frame_count)
-            )
+            frames = (_annotated(state, i) for i in range(state.frame_count))
             return Annotations(session.video_path, tuple(f for f in frames if f.objects))
+
+    def import_annotations(self, *, session_id: str, annotations: Annotations) -> list[FrameMasks]:
+        """Put an annotation file's work in place of the session's: each object's clicks on the
+        frames where the file has them, sent again as ``addPoints`` would (so corrections there
+        behave as they did); elsewhere its mask, given as a prompt (SAM 2's ``add_new_mask``),
+        so that propagation starts from it and a click there corrects it. Frames in order, and
+        objects by ID on each, as a person working down the video would have made them. The
+        masks of the file's frames."""
+        session = self.registry.get(session_id)
+        if session.video_path and annotations.video != session.video_path:
+            raise BadUserInput(
+                f"the annotations are of {annotations.video!r}, not of this session's video "
+                f"{session.video_path!r}"
+            )
+        frames = sorted(annotations.frames, key=lambda frame: frame.frame_index)
+        with _metered(session), _prompt_errors():
+            state: VideoState = session.state
+            state.clear_points_in_video()
+            for frame in frames:
+                for item in sorted(frame.objects, key=lambda item: item.object_id):
+                    _import_object(state, frame.frame_index, item)
+            masks = [(f.frame_index, state.masks(frame_index=f.frame_index)) for f in frames]
+        return [FrameMasks.from_masks(i, frame) for i, frame in masks]
 
     async def propagation(self, *, session_id: str, start_frame_index: int) -> Propagation:
         """The session's propagation, run in a thread of its own that holds the session's lock.
@@ -327,6 +357,49 @@ def _engine_frames(
             return
         done += 1
         yield step
+
+
+def _annotated(state: VideoState, frame_index: int) -> FrameMasks:
+    """The frame's non-empty masks and its clicked objects' masks, with their clicks."""
+    clicked = {
+        object_id: prompts[frame_index]
+        for object_id, prompts in state.prompts.items()
+        if frame_index in prompts
+    }
+    masks = state.masks(frame_index=frame_index)
+    frame = FrameMasks.from_masks(
+        frame_index, {i: mask for i, mask in masks.items() if mask.any() or i in clicked}
+    )
+    objects = tuple(
+        _with_clicks(item, clicked[item.object_id], state) if item.object_id in clicked else item
+        for item in frame.objects
+    )
+    return dataclasses.replace(frame, objects=objects)
+
+
+def _with_clicks(item: ObjectMask, prompt: Prompt, state: VideoState) -> ObjectMask:
+    # The engine keeps clicks in pixels, scaled from [0, 1] by (width - 1, height - 1)
+    # (VideoState._prompt): normalized back the same way, they give the same pixels again.
+    size = np.array([max(state.frames.width - 1, 1), max(state.frames.height - 1, 1)], float)
+    points = (prompt.points / size).tolist()
+    return dataclasses.replace(item, points=points, labels=[int(n) for n in prompt.labels])
+
+
+def _import_object(state: VideoState, frame_index: int, item: ObjectMask) -> None:
+    if item.points is not None:
+        state.add_points(
+            frame_index=frame_index,
+            object_id=item.object_id,
+            points=item.points,
+            labels=item.labels or [],
+            clear_old_points=True,
+        )
+        return
+    try:
+        mask = rle_decode(item.rle)
+    except ValueError as error:
+        raise BadUserInput(f"frame {frame_index}, object {item.object_id}: {error}") from None
+    state.add_mask(frame_index=frame_index, object_id=item.object_id, mask=mask)
 
 
 @contextlib.contextmanager

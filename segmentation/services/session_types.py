@@ -6,7 +6,10 @@ once, in the process that runs the engine. The results then travel as they are: 
 the propagation stream, to the annotation export, and between an inference worker and a web
 process as plain data (``as_message``/``from_message``), so that both hosts of a session give
 the same answers. An object's mask is ``{"object_id", "mask"}`` in every plain form, the shape
-of the SAM 2 demo's stream and of the annotation files.
+of the SAM 2 demo's stream and of the annotation files. In an annotation file an object may also
+carry the clicks that made its mask on that frame (``"points"`` and ``"labels"``, as
+``addPoints`` takes them), so that an import gives back the work and not only its result; readers
+that know nothing of them pass them by.
 """
 
 from __future__ import annotations
@@ -40,13 +43,21 @@ class Clicks:
 class ObjectMask:
     object_id: int
     rle: dict[str, object]  # {"size": [H, W], "counts": "<COCO RLE>"}
+    # The object's clicks on the frame, in an annotation file: [x, y] normalized as in Clicks,
+    # and a label each. None where the mask came from elsewhere (propagated, given, streamed).
+    points: list[list[float]] | None = None
+    labels: list[int] | None = None
 
     def as_message(self) -> dict[str, object]:
-        return {"object_id": self.object_id, "mask": self.rle}
+        message: dict[str, object] = {"object_id": self.object_id, "mask": self.rle}
+        if self.points is not None:
+            message["points"] = self.points
+            message["labels"] = self.labels
+        return message
 
     @classmethod
     def from_message(cls, data: dict) -> ObjectMask:
-        return cls(data["object_id"], data["mask"])
+        return cls(data["object_id"], data["mask"], data.get("points"), data.get("labels"))
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,8 @@ class FrameMasks:
 
 @dataclass(frozen=True)
 class Annotations:
-    """A session's masks on every frame that has one, as ``uploadAnnotations`` takes them."""
+    """A session's masks on every frame that has one, as ``uploadAnnotations`` takes them, with
+    the clicks of each object on the frames where it was clicked."""
 
     video: str
     frames: tuple[FrameMasks, ...]

@@ -15,6 +15,7 @@ from django.conf import settings
 from segmentation.selectors import video_get
 from segmentation.services.local_sessions import local_sessions
 from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
+from segmentation.services.uploads import annotations_check
 from segmentation.services.videos import media_path
 from segmentation.workers.client import worker_client
 
@@ -44,6 +45,10 @@ class SessionHost(Protocol):
     def cancel_propagation(self, *, session_id: str) -> bool: ...
 
     def annotations(self, *, session_id: str) -> Annotations: ...
+
+    def import_annotations(
+        self, *, session_id: str, annotations: Annotations
+    ) -> list[FrameMasks]: ...
 
     async def propagation(self, *, session_id: str, start_frame_index: int) -> Propagation: ...
 
@@ -108,6 +113,16 @@ def session_cancel_propagation(*, session_id: str) -> bool:
 def session_annotations(*, session_id: str) -> Annotations:
     """The session's masks, in the format ``uploadAnnotations`` takes."""
     return session_host().annotations(session_id=session_id)
+
+
+def session_annotations_import(*, session_id: str, data: object) -> list[FrameMasks]:
+    """Give the session the work of an annotation file of its video (checked as
+    ``uploadAnnotations`` checks one) in place of its own: the clicks where the file has them,
+    the masks as prompts elsewhere. The masks of the file's frames."""
+    annotations_check(data)
+    return session_host().import_annotations(
+        session_id=session_id, annotations=Annotations.from_message(data)
+    )
 
 
 async def session_propagation(*, session_id: str, start_frame_index: int) -> Propagation:

@@ -33,6 +33,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 
 from core.malloc import memory_return
+from segmentation.engines.base import MAX_POINTS
 from segmentation.errors import BadUserInput, StorageFull, UnsupportedMedia, VideoNotFound
 from segmentation.models import DISPLAY_NAME_MAX, Annotation, DeletionId, Video
 from segmentation.rle import rle_decode
@@ -238,6 +239,32 @@ def _check_object(item: object, where: str, video: Video) -> None:
         rle_decode(mask)
     except ValueError as error:
         raise BadUserInput(f"{where}.mask: {error}") from None
+    if "points" in item or "labels" in item:
+        _check_clicks(item.get("points"), item.get("labels"), where)
+
+
+def _check_clicks(points: object, labels: object, where: str) -> None:
+    """An object's clicks on a frame, as ``addPoints`` takes them: an import sends them again."""
+    if not isinstance(points, list) or not isinstance(labels, list) or not points:
+        raise BadUserInput(f"{where} needs both points and labels, lists of at least one click")
+    if len(points) != len(labels) or len(points) > MAX_POINTS:
+        raise BadUserInput(
+            f"{where}.points and labels must have the same length, at most {MAX_POINTS}"
+        )
+    for point in points:
+        if not isinstance(point, list) or len(point) != 2 or not all(_unit(n) for n in point):
+            raise BadUserInput(f"{where}.points must be [x, y] pairs within [0, 1]")
+    if any(isinstance(label, bool) or label not in (0, 1) for label in labels):
+        raise BadUserInput(f"{where}.labels must be 1 (positive) or 0 (negative)")
+
+
+def _unit(number: object) -> bool:
+    return (
+        isinstance(number, int | float)
+        and not isinstance(number, bool)
+        and math.isfinite(number)
+        and 0 <= number <= 1
+    )
 
 
 def _limits() -> Limits:

@@ -125,6 +125,12 @@ class WorkerClient:
     def annotations(self, *, session_id: str) -> Annotations:
         return Annotations.from_message(self._call_here(session_id, "annotations"))
 
+    def import_annotations(self, *, session_id: str, annotations: Annotations) -> list[FrameMasks]:
+        answer = self._call_here(
+            session_id, "import_annotations", annotations=annotations.as_message()
+        )
+        return [FrameMasks.from_message(frame) for frame in answer]
+
     async def propagation(self, *, session_id: str, start_frame_index: int) -> Propagation:
         """The session's propagation, for a coroutine on another loop. The API error it fails
         with is raised before the first frame."""

@@ -28,7 +28,7 @@ from channels.consumer import AsyncConsumer
 
 from segmentation.errors import SegmentationError, SessionNotFound, TooManySessions
 from segmentation.services.local_sessions import local_sessions
-from segmentation.services.session_types import Clicks, Propagation
+from segmentation.services.session_types import Annotations, Clicks, Propagation
 from segmentation.services.sessions import SessionHost
 from segmentation.workers.registry import WorkerInfo, WorkerRegistry
 
@@ -109,6 +109,8 @@ class WorkerRuntime:
             local = self._local_id(session_id)
             if "clicks" in args:
                 args["clicks"] = Clicks.from_message(args["clicks"])
+            if "annotations" in args:
+                args["annotations"] = Annotations.from_message(args["annotations"])
             return _plain(await asyncio.to_thread(operation, session_id=local, **args))
         except SessionNotFound:
             raise SessionNotFound(f"no session with id {session_id!r}") from None

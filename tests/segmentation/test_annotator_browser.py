@@ -213,7 +213,7 @@ def test_click_propagate_cancel_play_export_import(server, page, tmp_path: Path)
         "() => document.getElementById('message').textContent.startsWith('Imported')"
     )
     assert page.text_content("#message") == (
-        f"Imported the masks of {FRAMES} frames from default-annotations.json."
+        f"Imported the masks and clicks of {FRAMES} frames from default-annotations.json."
     )
     page.shot("imported")
     with page.expect_download() as download:

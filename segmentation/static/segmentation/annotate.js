@@ -78,6 +78,7 @@ const state = {
   nextObjectId: 1,
   selected: null,
   points: new Map(), // "frame:object" -> [{x, y, label}] in video pixels
+  given: new Set(), // "frame:object" of imported masks without clicks: prompts on the server
   colours: new Map(), // object ID -> {colour, under}: its colour, decided on its first mask shown
   frameOnCanvas: null, // the frame index whose image the frame canvas holds
   tapLabel: 1,
@@ -150,6 +151,7 @@ function remember() {
     nextObjectId: state.nextObjectId,
     selected: state.selected,
     points: [...state.points],
+    given: [...state.given],
     colours: [...state.colours],
   };
   try {
@@ -173,6 +175,7 @@ function adoptWork(work) {
   state.nextObjectId = work?.nextObjectId ?? Math.max(...state.objects) + 1;
   state.selected = state.objects.includes(work?.selected) ? work.selected : state.objects[0];
   state.points = new Map(work?.points ?? []);
+  state.given = new Set(work?.given ?? []);
   state.colours = new Map(work?.colours ?? []);
 }
 
@@ -526,6 +529,7 @@ function clearFrame() {
 function clearAll() {
   state.epoch++; // answers to earlier clicks no longer apply
   state.points.clear();
+  state.given.clear();
   state.annotations.clear();
   resetProgress();
   renderObjects();
@@ -681,9 +685,17 @@ function download(blob, name) {
   setTimeout(() => URL.revokeObjectURL(url), 60_000);
 }
 
+// An object's clicks on a frame as addPoints takes them (sendPoints), for the export.
+function clicksOf(frameIndex, objectId) {
+  const points = state.points.get(pointKey(frameIndex, objectId));
+  if (!points?.length) return null;
+  const { width, height } = state.video;
+  return { points: points.map((p) => [p.x / width, p.y / height]), labels: points.map((p) => p.label) };
+}
+
 function exportJson() {
   run(async () => {
-    const data = JSON.stringify(state.annotations.toJSON());
+    const data = JSON.stringify(state.annotations.toJSON(clicksOf));
     download(new Blob([data], { type: "application/json" }), `${stem()}-annotations.json`);
   });
 }
@@ -741,10 +753,22 @@ async function importFile(file) {
     } catch (error) {
       throw new Error(`${file.name} was not imported: ${error.message}`);
     }
-    await withSession((sessionId) => graphql(Q.clearVideo, { input: { sessionId } }));
+    // The server makes the file's clicks and masks the session's prompts, in place of its own.
+    // The page shows the file's masks as they were exported; the session's answer may differ
+    // by a few pixels where its engine redid them from the clicks (after a propagation).
+    await withSession((sessionId) => importInto(sessionId, data));
     state.epoch++;
-    state.points.clear();
     state.annotations.load(data);
+    const { width, height } = state.video;
+    state.points.clear();
+    state.given.clear();
+    for (const frame of data.frames) {
+      for (const item of frame.objects) {
+        const key = pointKey(frame.frame_index, item.object_id);
+        if (!item.points) state.given.add(key);
+        else state.points.set(key, item.points.map(([x, y], i) => ({ x: x * width, y: y * height, label: item.labels[i] })));
+      }
+    }
     resetProgress();
     const ids = state.annotations.objectIds();
     state.objects = ids.length ? ids : [1];
@@ -753,15 +777,29 @@ async function importFile(file) {
     renderObjects();
     drawOverlay();
     drawTimeline();
-    say(`Imported the masks of ${data.frames.length} frames from ${file.name}.`);
+    remember();
+    updateButtons();
+    say(`Imported the masks and clicks of ${data.frames.length} frames from ${file.name}.`);
   });
+}
+
+async function importInto(sessionId, data) {
+  const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/annotations`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(data),
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ApiError(body.error ?? `the import failed (${response.status})`, body.code);
+  return body;
 }
 
 // ---- controls
 
 function updateButtons() {
   const busy = !state.sessionId || Boolean(state.propagation);
-  ui.propagate.disabled = busy || state.points.size === 0;
+  // Imported masks are prompts too: propagation starts from them as from clicks.
+  ui.propagate.disabled = busy || (state.points.size === 0 && state.given.size === 0);
   ui.propagate.hidden = Boolean(state.propagation);
   ui.cancel.hidden = !state.propagation;
   ui.cancel.disabled = false;

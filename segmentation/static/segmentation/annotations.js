@@ -1,7 +1,8 @@
 // The masks the page holds: per frame, per object, the COCO RLE the server sent (from clicks,
 // the propagation stream or an imported file), and their export format, the one
 // `uploadAnnotations` takes: {"video", "frames": [{"frame_index", "objects": [{"object_id",
-// "mask": {"size", "counts"}}]}]}, frames in order, non-empty masks only.
+// "mask": {"size", "counts"}, "points"?, "labels"?}]}]}, frames in order, non-empty masks only
+// (and the masks of clicked objects, with their clicks).
 
 import { rleDecode, rleIsEmpty } from "./rle.js";
 
@@ -60,15 +61,23 @@ export class Annotations {
     this.decoded.clear();
   }
 
-  toJSON() {
+  // `clicks(frameIndex, objectId)` gives an object's clicks on a frame, {points, labels} as
+  // addPoints takes them, or null: they go beside its mask (kept even if empty), so that an
+  // import gives back the work.
+  toJSON(clicks = () => null) {
     const frames = [...this.frames.keys()]
       .sort((a, b) => a - b)
       .map((frameIndex) => ({
         frame_index: frameIndex,
         objects: [...this.frames.get(frameIndex)]
-          .filter(([, rle]) => !rle.empty)
+          .map(([objectId, rle]) => [objectId, rle, clicks(frameIndex, objectId)])
+          .filter(([, rle, clicked]) => !rle.empty || clicked)
           .sort(([a], [b]) => a - b)
-          .map(([objectId, rle]) => ({ object_id: objectId, mask: { size: rle.size, counts: rle.counts } })),
+          .map(([objectId, rle, clicked]) => ({
+            object_id: objectId,
+            mask: { size: rle.size, counts: rle.counts },
+            ...(clicked ?? {}),
+          })),
       }))
       .filter((frame) => frame.objects.length);
     return { video: this.videoPath, frames };
