@@ -278,8 +278,9 @@ def session_engine_view(request: HttpRequest, session_id: str) -> HttpResponse:
 
 @csrf_exempt
 async def propagate_in_video(request: HttpRequest) -> HttpResponse:
-    """``POST /propagate_in_video`` ``{"session_id", "start_frame_index"}``: the masks of every
-    frame as they are computed, one part per frame of a ``multipart/x-savi-stream``."""
+    """``POST /propagate_in_video`` ``{"session_id", "start_frame_index"}`` (and optionally
+    ``"direction"``, ``"end_frame_index"``): the masks of every frame as they are computed, one
+    part per frame of a ``multipart/x-savi-stream``."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST a JSON body")
     wait = await sync_to_async(rate_limit_wait)(
@@ -304,8 +305,24 @@ async def propagate_in_video(request: HttpRequest) -> HttpResponse:
             ErrorCode.BAD_USER_INPUT,
             'the body must be JSON {"session_id": "<id>", "start_frame_index": <integer>}',
         )
+    # The range's fields are optional (the SAM 2 demo sends neither); their values are checked
+    # against the video by the session's host, before anything runs.
+    direction = body.get("direction", "both")
+    end = body.get("end_frame_index")
+    if not isinstance(direction, str):
+        return _error(
+            400,
+            ErrorCode.BAD_USER_INPUT,
+            f'direction must be "both", "forward" or "backward", got {direction!r}',
+        )
+    if end is not None and (isinstance(end, bool) or not isinstance(end, int)):
+        return _error(
+            400, ErrorCode.BAD_USER_INPUT, f"end_frame_index must be an integer, got {end!r}"
+        )
     try:
-        propagation = await session_propagation(session_id=session_id, start_frame_index=start)
+        propagation = await session_propagation(
+            session_id=session_id, start_frame_index=start, direction=direction, end_frame_index=end
+        )
     except SegmentationError as error:
         return _refusal(error)
     response = StreamingHttpResponse(

@@ -10,7 +10,8 @@ per video. A state holds the prompts (clicked points per object and frame) and a
 - :meth:`VideoState.clear_points_in_frame`, :meth:`VideoState.clear_points_in_video`,
   :meth:`VideoState.remove_object`: forget prompts.
 - :meth:`VideoState.propagate`: carry the masks through the video, from a start frame forward to
-  the end and then backward to the start of the video, yielding each frame's masks as it goes and
+  the end and then backward to the start of the video (or one way only, and only so far, as SAM
+  2's ``reverse`` and ``max_frame_num_to_track`` say), yielding each frame's masks as it goes and
   checking a cancel flag between frames.
 
 A frame with prompts (clicks or a given mask) is an *anchor* of its object. Corrections obey two
@@ -51,6 +52,10 @@ import numpy as np
 from segmentation.engines.frames import FrameSource
 
 Masks = dict[int, np.ndarray]
+
+# Which way a propagation goes from its start frame (see VideoState.propagate).
+Direction = typing.Literal["both", "forward", "backward"]
+DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 
 
 class PromptError(ValueError):
@@ -215,23 +220,44 @@ class VideoState(abc.ABC):
             self._removed(object_id)
 
     def propagate(
-        self, *, start_frame_index: int = 0, cancel: threading.Event | None = None
+        self,
+        *,
+        start_frame_index: int = 0,
+        cancel: threading.Event | None = None,
+        direction: Direction = "both",
+        max_frame_num_to_track: int | None = None,
     ) -> Iterator[tuple[int, Masks]]:
-        """Yield ``(frame_index, masks)`` from ``start_frame_index`` to the last frame, then from
-        the frame before the start back to the first; stop early once ``cancel`` is set."""
+        """Yield ``(frame_index, masks)`` from ``start_frame_index``, stopping early once
+        ``cancel`` is set. ``"forward"`` goes to the last frame and ``"backward"`` to the first,
+        each from the start frame itself, as SAM 2's ``propagate_in_video`` does without and
+        with ``reverse``; ``"both"`` (the SAM 2 demo's propagation) goes forward, then from the
+        frame before the start backward. ``max_frame_num_to_track`` (SAM 2's argument) stops each
+        direction that many frames past the start (0: the start frame alone), or at the video's
+        end if sooner."""
         self._check_frame(start_frame_index)
-        order = [
-            *range(start_frame_index, self.frame_count),
-            *range(start_frame_index - 1, -1, -1),
-        ]
+        if direction not in DIRECTIONS:
+            raise PromptError(
+                f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}"
+            )
+        reach = self.frame_count if max_frame_num_to_track is None else max_frame_num_to_track
+        if isinstance(reach, bool) or not isinstance(reach, int | np.integer) or reach < 0:
+            raise PromptError(
+                f"max_frame_num_to_track must be a count of frames, got {max_frame_num_to_track!r}"
+            )
+        last = min(start_frame_index + reach, self.frame_count - 1)
+        first = max(start_frame_index - reach, 0)
+        forward = range(start_frame_index, last + 1) if direction != "backward" else range(0)
+        # "both" has already given the start frame on its way forward
+        backward_from = start_frame_index - 1 if direction == "both" else start_frame_index
+        backward = range(backward_from, first - 1, -1) if direction != "forward" else range(0)
+        order = [(i, False) for i in forward] + [(i, True) for i in backward]
         self._start_pass(start_frame_index)
         finishing: tuple[int, Future[Masks]] | None = None  # a frame whose masks are on the way
-        for frame_index in order:
+        for position, (frame_index, reverse) in enumerate(order):
             if cancel is not None and cancel.is_set():
                 return
-            reverse = frame_index < start_frame_index
-            if frame_index == start_frame_index - 1:
-                self._start_pass(start_frame_index)
+            if reverse and position > 0 and not order[position - 1][1]:
+                self._start_pass(start_frame_index)  # the backward pass sets out anew
             tracked = self._track(frame_index, reverse=reverse)
             if finishing is not None:
                 yield finishing[0], finishing[1].result()

@@ -25,7 +25,7 @@ from django.conf import settings
 
 from core.malloc import memory_return
 from core.threads import iterate_in_thread
-from segmentation.engines.base import Masks, Prompt, PromptError, VideoState
+from segmentation.engines.base import DIRECTIONS, Direction, Masks, Prompt, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
 from segmentation.rle import rle_decode
@@ -284,12 +284,19 @@ class LocalSessions:
             masks = [(f.frame_index, state.masks(frame_index=f.frame_index)) for f in frames]
         return [FrameMasks.from_masks(i, frame) for i, frame in masks]
 
-    async def propagation(self, *, session_id: str, start_frame_index: int) -> Propagation:
+    async def propagation(
+        self,
+        *,
+        session_id: str,
+        start_frame_index: int,
+        direction: Direction = "both",
+        end_frame_index: int | None = None,
+    ) -> Propagation:
         """The session's propagation, run in a thread of its own that holds the session's lock.
-        Raises the API's error (no such session, a start outside the video) before the first
-        frame. ``cancelPropagateInVideo`` and the session's end set the flag the engine checks
-        between frames, and the stream ends; closing the frames (a hang-up) stops the thread at
-        its next frame."""
+        Raises the API's error (no such session, a start or an end outside the video, an end on
+        the wrong side of the start) before the first frame. ``cancelPropagateInVideo`` and the
+        session's end set the flag the engine checks between frames, and the stream ends;
+        closing the frames (a hang-up) stops the thread at its next frame."""
         session = self.registry.get(session_id)
         frame_count = session.state.frame_count
         if not 0 <= start_frame_index < frame_count:
@@ -297,7 +304,15 @@ class LocalSessions:
                 f"start frame index {start_frame_index} is outside the video's frames "
                 f"0..{frame_count - 1}"
             )
-        frames = self._propagate(session, start_frame_index, threading.Event())
+        reach = _frames_to_track(
+            start=start_frame_index,
+            direction=direction,
+            end=end_frame_index,
+            frame_count=frame_count,
+        )
+        frames = self._propagate(
+            session, start_frame_index, threading.Event(), direction=direction, reach=reach
+        )
         # One frame in hand at most: a cancel or a hang-up stops the engine within a frame.
         stop = threading.Event()
         return Propagation(
@@ -306,7 +321,13 @@ class LocalSessions:
         )
 
     def _propagate(
-        self, session: Session, start: int, cancel: threading.Event
+        self,
+        session: Session,
+        start: int,
+        cancel: threading.Event,
+        *,
+        direction: Direction = "both",
+        reach: int | None = None,
     ) -> Iterator[FrameMasks]:
         with session.lock:
             # This run's own flag, set before the look below: an end from now on sets it, and
@@ -314,7 +335,8 @@ class LocalSessions:
             session.cancel = cancel
             if not self.registry.touch(session.id):
                 return  # closed (or expired) while this propagation waited for the lock
-            for frame_index, masks in _engine_frames(session, start, cancel):
+            steps = _engine_frames(session, start, cancel, direction=direction, reach=reach)
+            for frame_index, masks in steps:
                 self.registry.touch(session.id)
                 yield FrameMasks.from_masks(frame_index, masks)
 
@@ -334,13 +356,49 @@ def local_sessions() -> LocalSessions:
     )
 
 
+def _frames_to_track(
+    *, start: int, direction: Direction, end: int | None, frame_count: int
+) -> int | None:
+    """The API's last frame as SAM 2's ``max_frame_num_to_track``: how far past the start each
+    direction goes (None: to the video's end). An end is a frame the person marked, so one
+    outside the video or on the wrong side of the start is an error rather than cut short;
+    with ``"both"`` its distance from the start bounds either way, as SAM 2's demo passes one
+    count to its forward and its backward pass."""
+    if direction not in DIRECTIONS:
+        raise BadUserInput(f'direction must be "both", "forward" or "backward", got {direction!r}')
+    if end is None:
+        return None
+    if not 0 <= end < frame_count:
+        raise BadUserInput(
+            f"end frame index {end} is outside the video's frames 0..{frame_count - 1}"
+        )
+    if direction == "forward" and end < start:
+        raise BadUserInput(
+            f"end frame index {end} is before start frame index {start}: "
+            "a forward propagation ends at or after its start"
+        )
+    if direction == "backward" and end > start:
+        raise BadUserInput(
+            f"end frame index {end} is after start frame index {start}: "
+            "a backward propagation ends at or before its start"
+        )
+    return abs(end - start)
+
+
 def _engine_frames(
-    session: Session, start: int, cancel: threading.Event
+    session: Session,
+    start: int,
+    cancel: threading.Event,
+    *,
+    direction: Direction = "both",
+    reach: int | None = None,
 ) -> Iterator[tuple[int, Masks]]:
     """The engine's propagation, ended at the last good frame if the engine fails: the client
     keeps every frame it got (a stream that stops short of its total says it failed), the error
     goes to the log with its traceback, and the session stays open for the next operation."""
-    frames = session.state.propagate(start_frame_index=start, cancel=cancel)
+    frames = session.state.propagate(
+        start_frame_index=start, cancel=cancel, direction=direction, max_frame_num_to_track=reach
+    )
     done = 0
     while True:
         try:

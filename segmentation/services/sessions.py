@@ -12,6 +12,7 @@ from typing import Protocol
 
 from django.conf import settings
 
+from segmentation.engines.base import Direction
 from segmentation.selectors import video_get
 from segmentation.services.local_sessions import local_sessions
 from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
@@ -50,7 +51,14 @@ class SessionHost(Protocol):
         self, *, session_id: str, annotations: Annotations
     ) -> list[FrameMasks]: ...
 
-    async def propagation(self, *, session_id: str, start_frame_index: int) -> Propagation: ...
+    async def propagation(
+        self,
+        *,
+        session_id: str,
+        start_frame_index: int,
+        direction: Direction = "both",
+        end_frame_index: int | None = None,
+    ) -> Propagation: ...
 
 
 def session_host() -> SessionHost:
@@ -125,8 +133,19 @@ def session_annotations_import(*, session_id: str, data: object) -> list[FrameMa
     )
 
 
-async def session_propagation(*, session_id: str, start_frame_index: int) -> Propagation:
-    """The session's propagation as it is computed (see :class:`Propagation`)."""
+async def session_propagation(
+    *,
+    session_id: str,
+    start_frame_index: int,
+    direction: Direction = "both",
+    end_frame_index: int | None = None,
+) -> Propagation:
+    """The session's propagation as it is computed (see :class:`Propagation`): ``direction``
+    from the start frame, up to ``end_frame_index`` inclusive (None: the video's end; with
+    ``"both"``, as far from the start either way)."""
     return await session_host().propagation(
-        session_id=session_id, start_frame_index=start_frame_index
+        session_id=session_id,
+        start_frame_index=start_frame_index,
+        direction=direction,
+        end_frame_index=end_frame_index,
     )

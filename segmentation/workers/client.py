@@ -25,6 +25,7 @@ import redis.asyncio as redis
 from channels.layers import channel_layers
 from django.conf import settings
 
+from segmentation.engines.base import Direction
 from segmentation.errors import SessionNotFound, TooManySessions, error_from_message
 from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
 from segmentation.workers.registry import WorkerRegistry, worker_channel
@@ -131,12 +132,20 @@ class WorkerClient:
         )
         return [FrameMasks.from_message(frame) for frame in answer]
 
-    async def propagation(self, *, session_id: str, start_frame_index: int) -> Propagation:
+    async def propagation(
+        self,
+        *,
+        session_id: str,
+        start_frame_index: int,
+        direction: Direction = "both",
+        end_frame_index: int | None = None,
+    ) -> Propagation:
         """The session's propagation, for a coroutine on another loop. The API error it fails
         with is raised before the first frame."""
         stream_id, worker_id = uuid.uuid4().hex, _worker_of(session_id)
         inbox = _Inbox(asyncio.get_running_loop())
-        start = self._propagate_start(session_id, start_frame_index, stream_id, inbox)
+        bounds = {"direction": direction, "end_frame_index": end_frame_index}
+        start = self._propagate_start(session_id, start_frame_index, bounds, stream_id, inbox)
         await self._on_loop(start)
         try:
             answer = await self._next(worker_id, inbox)
@@ -234,7 +243,12 @@ class WorkerClient:
         )
 
     async def _propagate_start(
-        self, session_id: str, start_frame_index: int, stream_id: str, inbox: _Inbox
+        self,
+        session_id: str,
+        start_frame_index: int,
+        bounds: dict[str, Any],
+        stream_id: str,
+        inbox: _Inbox,
     ) -> None:
         worker_id = _worker_of(session_id)
         if not await self._alive(worker_id, recently=True):
@@ -244,6 +258,7 @@ class WorkerClient:
             "type": "seg.propagate",
             "session_id": session_id,
             "start_frame_index": start_frame_index,
+            **bounds,
             "window": STREAM_WINDOW,
             "reply": self._reply,
             "id": stream_id,

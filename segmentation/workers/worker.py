@@ -6,11 +6,12 @@ Messages (every one names the web process's ``reply`` channel and the request's 
 - ``seg.call`` ``{op, args}``: a session operation (:class:`SessionHost`'s, run on this
   process's :class:`LocalSessions`); answered by one ``seg.reply`` ``{ok, result}`` (the result
   as plain data) or ``{ok: false, error: {code, message}}``.
-- ``seg.propagate`` ``{session_id, start_frame_index, window}``: answered by a ``seg.reply``
-  whose result is the frame count, then a ``seg.frame`` ``{frame}`` per frame, at most
-  ``window`` of them ahead of the ``seg.credit`` messages the web process sends as it hands
-  frames to its client, then ``seg.end``. ``seg.stop`` (the client went away) closes the
-  propagation, which stops it within a frame as a cancel does.
+- ``seg.propagate`` ``{session_id, start_frame_index, direction, end_frame_index, window}``
+  (the stream's body's fields): answered by a ``seg.reply`` whose result is the frame count,
+  then a ``seg.frame`` ``{frame}`` per frame, at most ``window`` of them ahead of the
+  ``seg.credit`` messages the web process sends as it hands frames to its client, then
+  ``seg.end``. ``seg.stop`` (the client went away) closes the propagation, which stops it
+  within a frame as a cancel does.
 
 Operations run in threads, so a long one (a propagation) never holds up the others; each
 session's own lock orders the operations on it. Session IDs are the worker's ID, a dot and the
@@ -129,6 +130,9 @@ class WorkerRuntime:
                 propagation = await local_sessions().propagation(
                     session_id=self._local_id(message["session_id"]),
                     start_frame_index=message["start_frame_index"],
+                    # absent from a web process older than the range: the whole video, as then
+                    direction=message.get("direction", "both"),
+                    end_frame_index=message.get("end_frame_index"),
                 )
             except SegmentationError as error:
                 if isinstance(error, SessionNotFound):

@@ -97,8 +97,12 @@ def parts(response: requests.Response) -> Iterator[tuple[dict[str, str], bytes]]
         buffer = rest[length:]
 
 
-def propagate(server: str, session_id: str, start: int | None = None) -> requests.Response:
+def propagate(
+    server: str, session_id: str, start: int | None = None, **bounds: object
+) -> requests.Response:
+    """The stream from ``start``; ``bounds``: the body's ``direction``, ``end_frame_index``."""
     body = {"session_id": session_id} | ({} if start is None else {"start_frame_index": start})
+    body |= bounds
     return requests.post(f"{server}/propagate_in_video", json=body, stream=True, timeout=60)
 
 
@@ -138,6 +142,125 @@ def test_start_frame_defaults_to_zero(server: str) -> None:
         frames = [int(headers["Frame-Current"]) for headers, _ in parts(response)]
 
     assert frames == list(range(12))
+
+
+@pytest.fixture
+def short_session(server: str) -> Iterator[str]:
+    """A session on the short video, closed after the test (sessions are capped)."""
+    session_id = start_session(server, "gallery/short.mp4")
+    yield session_id
+    graphql(
+        server,
+        "mutation($input: CloseSessionInput!) { closeSession(input: $input) { success } }",
+        input={"sessionId": session_id},
+    )
+
+
+def test_forward_to_a_marked_end_streams_exactly_that_range(
+    server: str, short_session: str
+) -> None:
+    video = make_video(12)
+    click(server, short_session, 1, 4)
+
+    with propagate(server, short_session, 4, direction="forward", end_frame_index=10) as response:
+        assert response.status_code == 200
+        received = [(headers, json.loads(body)) for headers, body in parts(response)]
+
+    assert [data["frame_index"] for _, data in received] == [4, 5, 6, 7, 8, 9, 10]
+    assert {headers["Frame-Total"] for headers, _ in received} == {"12"}
+    for _, data in received:
+        (result,) = data["results"]
+        truth = video.masks[data["frame_index"]][1]
+        assert region_similarity(rle_decode(result["mask"]), truth) > 0.85
+    # the frames outside the range were not tracked: the export has the range's frames only
+    export = requests.get(f"{server}/annotations/{short_session}.json", timeout=30).json()
+    assert [frame["frame_index"] for frame in export["frames"]] == [4, 5, 6, 7, 8, 9, 10]
+
+
+def test_backward_to_a_marked_end_streams_from_the_start_down_to_it(
+    server: str, short_session: str
+) -> None:
+    click(server, short_session, 1, 8)
+
+    with propagate(server, short_session, 8, direction="backward", end_frame_index=2) as response:
+        order = [json.loads(body)["frame_index"] for _, body in parts(response)]
+
+    assert order == [8, 7, 6, 5, 4, 3, 2]
+
+
+@pytest.mark.parametrize(
+    ("bounds", "order"),
+    [
+        ({"direction": "both"}, [4, 5, 6, 7, 8, 9, 10, 11, 3, 2, 1, 0]),
+        ({"direction": "both", "end_frame_index": None}, [4, 5, 6, 7, 8, 9, 10, 11, 3, 2, 1, 0]),
+        ({"direction": "forward"}, [4, 5, 6, 7, 8, 9, 10, 11]),
+        ({"direction": "backward"}, [4, 3, 2, 1, 0]),
+        # with both ways, the end's distance from the start bounds each (SAM 2's
+        # max_frame_num_to_track): 2 frames past 4, forward then backward
+        ({"direction": "both", "end_frame_index": 6}, [4, 5, 6, 3, 2]),
+        ({"direction": "both", "end_frame_index": 1}, [4, 5, 6, 7, 3, 2, 1]),
+        ({"direction": "forward", "end_frame_index": 4}, [4]),
+    ],
+)
+def test_the_bounds_choose_the_frames_and_their_order(
+    server: str, short_session: str, bounds: dict, order: list[int]
+) -> None:
+    click(server, short_session, 1, 4)
+
+    with propagate(server, short_session, 4, **bounds) as response:
+        assert [json.loads(body)["frame_index"] for _, body in parts(response)] == order
+
+
+@pytest.mark.parametrize(
+    ("bounds", "message"),
+    [
+        (
+            {"direction": "forward", "end_frame_index": 12},
+            "end frame index 12 is outside the video's frames 0..11",
+        ),
+        (
+            {"direction": "both", "end_frame_index": -1},
+            "end frame index -1 is outside the video's frames 0..11",
+        ),
+        (
+            {"direction": "forward", "end_frame_index": 3},
+            "end frame index 3 is before start frame index 4: "
+            "a forward propagation ends at or after its start",
+        ),
+        (
+            {"direction": "backward", "end_frame_index": 5},
+            "end frame index 5 is after start frame index 4: "
+            "a backward propagation ends at or before its start",
+        ),
+        (
+            {"direction": "sideways"},
+            'direction must be "both", "forward" or "backward", got \'sideways\'',
+        ),
+        (
+            {"direction": 1},
+            'direction must be "both", "forward" or "backward", got 1',
+        ),
+        ({"end_frame_index": "10"}, "end_frame_index must be an integer, got '10'"),
+        ({"end_frame_index": 10.0}, "end_frame_index must be an integer, got 10.0"),
+        ({"end_frame_index": True}, "end_frame_index must be an integer, got True"),
+    ],
+)
+def test_bad_bounds_are_refused_and_nothing_runs(
+    server: str, short_session: str, bounds: dict, message: str
+) -> None:
+    click(server, short_session, 1, 4)
+
+    response = requests.post(
+        f"{server}/propagate_in_video",
+        json={"session_id": short_session, "start_frame_index": 4, **bounds},
+        timeout=10,
+    )
+
+    assert response.status_code == 400
+    assert response.json() == {"error": message, "code": "BAD_USER_INPUT"}
+    # nothing was propagated: the clicked frame is the only one with a mask
+    export = requests.get(f"{server}/annotations/{short_session}.json", timeout=30).json()
+    assert [frame["frame_index"] for frame in export["frames"]] == [4]
 
 
 def test_cancel_stops_the_stream_within_a_frame(server: str) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 
-from segmentation.engines.base import VideoState
+from segmentation.engines.base import PromptError, VideoState
 from segmentation.engines.classic import ClassicEngine, ClassicOptions
 from segmentation.evaluation.clicks import next_click
 from segmentation.evaluation.metrics import region_similarity
@@ -195,6 +196,47 @@ def test_a_later_click_anchors_the_propagation(state: VideoState, video: Video) 
     # then frame 8 shows what was clicked there, not what came along the flow
     assert region_similarity(masks[8][1], video.masks[8][2]) > 0.85
     assert region_similarity(masks[2][1], video.masks[2][1]) > 0.85
+
+
+def test_propagation_one_way_and_so_far_as_sam2_s_predictor(
+    state: VideoState, video: Video
+) -> None:
+    # given object 1 clicked on frame 6
+    click(state, video, 1, frame_index=6)
+
+    # then SAM 2's reverse and max_frame_num_to_track: each way from the start frame itself
+    def order(**bounds: object) -> list[int]:
+        return [index for index, _ in state.propagate(start_frame_index=6, **bounds)]
+
+    assert order(direction="forward") == [6, 7, 8, 9, 10, 11]
+    assert order(direction="backward") == [6, 5, 4, 3, 2, 1, 0]
+    assert order(direction="forward", max_frame_num_to_track=2) == [6, 7, 8]
+    assert order(direction="backward", max_frame_num_to_track=0) == [6]
+    assert order(direction="both", max_frame_num_to_track=2) == [6, 7, 8, 5, 4]
+    assert order(direction="both", max_frame_num_to_track=100) == [
+        6,
+        7,
+        8,
+        9,
+        10,
+        11,
+        5,
+        4,
+        3,
+        2,
+        1,
+        0,
+    ]
+    # the backward pass carries the mask back as well as the forward one carries it on
+    for index, masks in state.propagate(start_frame_index=6, direction="backward"):
+        assert region_similarity(masks[1], video.masks[index][1]) > 0.85, index
+
+
+def test_propagation_refuses_a_bad_direction_or_count(state: VideoState) -> None:
+    with pytest.raises(PromptError, match="direction must be one of both, forward, backward"):
+        next(state.propagate(direction="up"))
+    with pytest.raises(PromptError, match="max_frame_num_to_track must be a count of frames"):
+        next(state.propagate(max_frame_num_to_track=-1))
 
 
 def test_cancel_stops_between_frames(state: VideoState, video: Video) -> None:
