@@ -212,6 +212,34 @@ def _worker(workers: Workers, prefix: str, name: str) -> Iterator[subprocess.Pop
     yield process
 
 
+def test_a_range_reaches_the_worker_holding_the_session(layout):
+    fronts, _, _ = layout
+    session_id = start_session(fronts[0], "gallery/short.mp4")
+    click(fronts[0], session_id, 1, 4)
+
+    with propagate(fronts[1], session_id, 4, direction="forward", end_frame_index=10) as response:
+        forward = [json.loads(body)["frame_index"] for _, body in parts(response)]
+    with propagate(fronts[0], session_id, 8, direction="backward", end_frame_index=2) as response:
+        backward = [json.loads(body)["frame_index"] for _, body in parts(response)]
+    refused = requests.post(
+        f"{fronts[1]}/propagate_in_video",
+        json={"session_id": session_id, "start_frame_index": 4, "end_frame_index": 12},
+        timeout=10,
+    )
+    closed = graphql(fronts[0], CLOSE, input={"sessionId": session_id})
+
+    assert forward == [4, 5, 6, 7, 8, 9, 10]
+    assert backward == [8, 7, 6, 5, 4, 3, 2]
+    assert (refused.status_code, refused.json()) == (
+        400,
+        {
+            "error": "end frame index 12 is outside the video's frames 0..11",
+            "code": "BAD_USER_INPUT",
+        },
+    )
+    assert closed["data"]["closeSession"]["success"] is True
+
+
 def test_a_killed_worker_s_sessions_are_not_found_and_the_others_go_on(layout):
     fronts, workers, prefix = layout
     survivors = _one_each(fronts[0], {"a", "b"})
