@@ -57,6 +57,8 @@ const ui = {
   clearFrame: $("clear-frame"),
   clearAll: $("clear-all"),
   propagate: $("propagate"),
+  markEnd: $("mark-end"),
+  direction: $("direction"),
   cancel: $("cancel"),
   progress: $("progress"),
   progressLabel: $("progress-label"),
@@ -85,6 +87,7 @@ const state = {
   playing: null, // the running playback, if any
   propagation: null, // the AbortController of the running propagation
   propagated: null, // the frames the running propagation has sent, a Set
+  endFrame: null, // the frame marked as the propagation's end, or null: the video's end
   queue: Promise.resolve(),
   epoch: 0, // counts "clear all"s
   drawn: 0, // the latest frame request; older ones that arrive late are not drawn
@@ -354,8 +357,10 @@ function drawTimeline() {
   const step = canvas.width / count;
   const column = (frameIndex, top, minimum) =>
     context.fillRect(frameIndex * step, top, Math.max(step, minimum), canvas.height - top);
+  let masked = 0;
   for (let i = 0; i < count; i++) {
     if (!state.annotations.hasMasks(i)) continue;
+    masked++;
     context.fillStyle = state.propagated && !state.propagated.has(i) ? "#27506f" : "#4fa3ff";
     column(i, 8, 1);
   }
@@ -367,6 +372,45 @@ function drawTimeline() {
   context.fillStyle = "#ffffff";
   context.fillRect((state.frameIndex + 0.5) * step - 1, 0, 2, canvas.height);
   canvas.dataset.anchors = selected.join(",");
+  canvas.dataset.masked = masked;
+  drawRange(context, step);
+}
+
+// The frames a propagation from the frame shown would reach, as the server counts them (see
+// docs/segmentation-api.md): [first, last], inclusive.
+function propagationRange() {
+  const start = state.frameIndex;
+  const last = state.video.frameCount - 1;
+  const end = state.endFrame;
+  const direction = ui.direction.value;
+  if (direction === "forward") return [start, end ?? last];
+  if (direction === "backward") return [end ?? 0, start];
+  if (end === null) return [0, last];
+  const reach = Math.abs(end - start); // both ways, as SAM 2's max_frame_num_to_track
+  return [Math.max(start - reach, 0), Math.min(start + reach, last)];
+}
+
+// The range on the timeline: a thin band over the frames it reaches (shown once it is narrower
+// than the whole video) and the marked end, a tall amber mark.
+function drawRange(context, step) {
+  const canvas = ui.timeline;
+  const [first, last] = propagationRange();
+  canvas.dataset.range = `${first}-${last}`;
+  canvas.dataset.end = state.endFrame ?? "";
+  context.fillStyle = "#ffb020";
+  if (first > 0 || last < state.video.frameCount - 1) {
+    context.fillRect(first * step, 0, (last - first + 1) * step, 2);
+  }
+  if (state.endFrame !== null) context.fillRect(state.endFrame * step, 0, Math.max(step, 3), canvas.height);
+}
+
+// Marks the frame shown as the propagation's end; pressed again, clears the mark.
+function markEnd() {
+  state.endFrame = state.endFrame === null ? state.frameIndex : null;
+  const marked = state.endFrame !== null;
+  ui.markEnd.setAttribute("aria-pressed", String(marked));
+  ui.markEnd.textContent = marked ? `Clear end (frame ${state.endFrame + 1})` : "Mark end here";
+  drawTimeline();
 }
 
 // Masks from the server; those of objects removed meanwhile are dropped.
@@ -571,7 +615,8 @@ async function startPropagation() {
   await run(async () => {
     let outcome = "done";
     try {
-      await withSession((sessionId) => propagate(sessionId, startFrame, onFrame, controller.signal));
+      const bounds = { direction: ui.direction.value, endFrameIndex: state.endFrame };
+      await withSession((sessionId) => propagate(sessionId, startFrame, onFrame, controller.signal, bounds));
     } catch (error) {
       if (error.name !== "AbortError") {
         outcome = "failed";
@@ -831,6 +876,7 @@ function onKey(event) {
   else if (event.key === "Home") goTo(0);
   else if (event.key === "End") goTo(last);
   else if (event.key === "g" || event.key === "G") ui.goto.focus();
+  else if (event.key === "e" || event.key === "E") markEnd();
   else if (event.key === "p" || event.key === "P") {
     if (!ui.propagate.disabled) startPropagation();
   } else if (event.key === " ") play();
@@ -866,6 +912,12 @@ function wire() {
   ui.clearFrame.addEventListener("click", clearFrame);
   ui.clearAll.addEventListener("click", clearAll);
   ui.propagate.addEventListener("click", startPropagation);
+  ui.markEnd.addEventListener("click", markEnd);
+  ui.direction.addEventListener("change", () => {
+    // A select keeps the keys while it has focus: give them back to the page once chosen.
+    ui.direction.blur();
+    drawTimeline();
+  });
   ui.cancel.addEventListener("click", cancelPropagation);
   ui.exportJson.addEventListener("click", exportJson);
   ui.exportZip.addEventListener("click", exportZip);

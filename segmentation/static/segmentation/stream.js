@@ -8,13 +8,17 @@ const HEAD_END = [13, 10, 13, 10]; // \r\n\r\n
 const text = new TextDecoder();
 
 // Calls onFrame({frameIndex, frameTotal, results}) per part; ends when the stream does.
-export async function propagate(sessionId, startFrameIndex, onFrame, signal) {
+// bounds: {direction, endFrameIndex} (both optional: the whole video, both ways).
+export async function propagate(sessionId, startFrameIndex, onFrame, signal, bounds = {}) {
+  const body = { session_id: sessionId, start_frame_index: startFrameIndex };
+  if (bounds.direction) body.direction = bounds.direction;
+  if (bounds.endFrameIndex != null) body.end_frame_index = bounds.endFrameIndex;
   let response;
   try {
     response = await fetch("/propagate_in_video", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ session_id: sessionId, start_frame_index: startFrameIndex }),
+      body: JSON.stringify(body),
       signal,
     });
   } catch (error) {

@@ -1,0 +1,65 @@
+"""The annotator's propagation over a range, in a real browser (Debian's Chromium) against the
+real server: the person marks an end on the timeline, chooses a direction, and the stream covers
+exactly that range (issue 41)."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.conftest import running_server
+from tests.segmentation.test_annotator_browser import (
+    FRAMES,
+    open_default_video,
+    server_annotations,
+)
+from tests.segmentation.test_annotator_workplace_browser import click_on_box, go_to
+
+START, END = 5, 20  # 0-based: the clicked frame the propagation starts from, the marked end
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with running_server(tmp_path_factory.mktemp("annotator-range-var")) as base_url:
+        yield base_url
+
+
+def timeline(page, name: str) -> str:
+    return page.get_attribute("#timeline", f"data-{name}")
+
+
+def test_a_marked_end_bounds_the_propagation_to_its_range(server, page) -> None:
+    # given a click on the box, and frame END marked as the end with its key
+    session_id = open_default_video(server, page)
+    go_to(page, END + 1)
+    page.keyboard.press("e")
+    expect(page.locator("#mark-end")).to_have_text(f"Clear end (frame {END + 1})")
+    assert timeline(page, "end") == str(END)
+    go_to(page, START + 1)
+    click_on_box(page, START)
+    # both ways, the end's distance bounds each side: 5 frames back stop at frame 0
+    assert timeline(page, "range") == f"0-{END}"
+
+    # when the direction is forward, and Propagate is pressed
+    page.select_option("#direction", "forward")
+    assert page.evaluate("document.activeElement.id") != "direction"
+    assert timeline(page, "range") == f"{START}-{END}"
+    page.click("#propagate")
+    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+
+    # then the stream covered exactly START..END: the page and the server have masks there only
+    expect(page.locator("#progress-label")).to_have_text(
+        f"Done: {END - START + 1} frames from frame {START + 1}."
+    )
+    assert timeline(page, "masked") == str(END - START + 1)
+    frames = [frame["frame_index"] for frame in server_annotations(server, session_id)["frames"]]
+    assert frames == list(range(START, END + 1))
+
+    # the button pressed again clears the end: forward then reaches the video's last frame
+    page.click("#mark-end")
+    expect(page.locator("#mark-end")).to_have_text("Mark end here")
+    assert timeline(page, "end") == ""
+    assert timeline(page, "range") == f"{START}-{FRAMES - 1}"
+    # and the keys still answer after the select and the button
+    page.keyboard.press("End")
+    expect(page.locator("#frame-label")).to_have_text(f"{FRAMES} / {FRAMES}")
