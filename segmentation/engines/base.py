@@ -31,8 +31,11 @@ rules, which every engine keeps:
 
 Masks are boolean ``H x W`` arrays at the video's own resolution, keyed by object ID, and never
 overlap: each pixel belongs to at most one object. Points are normalized ``[x, y]`` in [0, 1];
-labels are 1 (positive: the object is here) or 0 (negative: it is not). Engines know nothing of
-Django: frames in, numpy masks out. Invalid prompts raise :class:`PromptError`.
+labels are 1 (positive: the object is here) or 0 (negative: it is not). A box travels as in SAM
+2's video predictor: two points labelled 2 (its top-left corner) and 3 (its bottom-right), first
+in the list, the clicks after them; a box replaces the object's earlier prompts on its frame.
+Engines know nothing of Django: frames in, numpy masks out. Invalid prompts raise
+:class:`PromptError`.
 """
 
 from __future__ import annotations
@@ -62,6 +65,11 @@ class PromptError(ValueError):
     """A prompt the engine cannot take: a bad point, label, frame index or object ID."""
 
 
+# Point labels: a click's, and a box's two corners (SAM 2's own values, which its prompt encoder
+# has an embedding for each of).
+NEGATIVE, POSITIVE, BOX_TOP_LEFT, BOX_BOTTOM_RIGHT = 0, 1, 2, 3
+BOX_LABELS = (BOX_TOP_LEFT, BOX_BOTTOM_RIGHT)
+
 # Clicks one object may have on one frame: far more than anyone clicks, and a bound on the work a
 # single request can ask of an engine.
 MAX_POINTS = 100
@@ -73,10 +81,24 @@ class EngineConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Prompt:
-    """The clicks of one object on one frame: ``points`` in pixels (N x 2, x then y)."""
+    """The clicks of one object on one frame: ``points`` in pixels (N x 2, x then y), a box's
+    two corners (labels 2 and 3) first when there is one."""
 
     points: np.ndarray
     labels: np.ndarray
+
+    @property
+    def box(self) -> np.ndarray | None:
+        """The box's corners in pixels (2 x 2: top-left, bottom-right), if there is one."""
+        if len(self.labels) >= 2 and tuple(self.labels[:2]) == BOX_LABELS:
+            return self.points[:2]
+        return None
+
+    @property
+    def clicks(self) -> tuple[np.ndarray, np.ndarray]:
+        """The points and labels of the clicks, the box left out."""
+        first = 0 if self.box is None else 2
+        return self.points[first:], self.labels[first:]
 
     def extended(self, other: Prompt) -> Prompt:
         return Prompt(
@@ -170,6 +192,9 @@ class VideoState(abc.ABC):
         self._check_frame(frame_index)
         self._check_object(object_id)
         prompt = self._prompt(points, labels)
+        if prompt.box is not None and not clear_old_points:
+            # SAM 2's predictor refuses this too: a box must come before every click
+            raise PromptError("a box replaces the object's points on the frame: clear old points")
         old = self.prompts.get(object_id, {}).get(frame_index)
         if not clear_old_points and old is not None:
             prompt = old.extended(prompt)
@@ -352,9 +377,34 @@ class VideoState(abc.ABC):
             raise PromptError(
                 f"points and labels differ in length: {len(xy)} points, {len(labels)} labels"
             )
+        if any(isinstance(label, bool) or label not in (0, 1, 2, 3) for label in labels):
+            raise PromptError(
+                "labels must be 1 (positive), 0 (negative), 2 (box top-left) or 3 (box bottom-right)"
+            )
+        kinds = np.asarray(labels, dtype=np.int8)
+        if np.isin(kinds, BOX_LABELS).any():
+            self._check_box(xy, kinds)
         if not np.isfinite(xy).all() or (xy < 0).any() or (xy > 1).any():
             raise PromptError("point coordinates must be normalized to [0, 1]")
-        if any(isinstance(label, bool) or label not in (0, 1) for label in labels):
-            raise PromptError("labels must be 1 (positive) or 0 (negative)")
         size = np.array([self.frames.width - 1, self.frames.height - 1], dtype=np.float64)
-        return Prompt(xy * size, np.asarray(labels, dtype=np.int8))
+        return Prompt(xy * size, kinds)
+
+    @staticmethod
+    def _check_box(xy: np.ndarray, kinds: np.ndarray) -> None:
+        """A box's two corners, in the order and place SAM 2's predictor puts them."""
+        if (kinds == BOX_TOP_LEFT).sum() > 1 or (kinds == BOX_BOTTOM_RIGHT).sum() > 1:
+            raise PromptError("at most one box (one point labelled 2 and one labelled 3)")
+        if len(kinds) < 2 or tuple(kinds[:2]) != BOX_LABELS:
+            raise PromptError(
+                "a box is a point labelled 2 (top-left) followed by one labelled 3 "
+                "(bottom-right), before any clicks"
+            )
+        corners = xy[:2]
+        if not np.isfinite(corners).all() or (corners < 0).any() or (corners > 1).any():
+            raise PromptError("a box must lie inside the frame (corners normalized to [0, 1])")
+        (left, top), (right, bottom) = corners
+        if left >= right or top >= bottom:
+            raise PromptError(
+                "a box's top-left corner (label 2) must be above and left of its bottom-right "
+                "corner (label 3), with an area"
+            )

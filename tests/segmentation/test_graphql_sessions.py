@@ -186,7 +186,10 @@ def test_ping_close_and_cancel(client: Client, library_video: str) -> None:
     [
         ({"points": [[1.5, 0.5]]}, "point coordinates must be normalized to [0, 1]"),
         ({"labels": [1, 1]}, "points and labels differ in length: 1 points, 2 labels"),
-        ({"labels": [3]}, "labels must be 1 (positive) or 0 (negative)"),
+        (
+            {"labels": [4]},
+            "labels must be 1 (positive), 0 (negative), 2 (box top-left) or 3 (box bottom-right)",
+        ),
         ({"frameIndex": 12}, "frame index 12 is outside the video's frames 0..11"),
         ({"objectId": -1}, "object ID must not be negative, got -1"),
         ({"points": [[0.5]]}, "points must be a list of [x, y] pairs of numbers"),

@@ -16,6 +16,17 @@ from segmentation.engines.base import EngineConfigError, Masks, PromptError, Vid
 from segmentation.engines.classic import ClassicEngine, ClassicOptions
 from segmentation.engines.sam2.engine import Sam2Engine
 
+LABELS = "labels must be 1 (positive), 0 (negative), 2 (box top-left) or 3 (box bottom-right)"
+PAIRING = (
+    "a box is a point labelled 2 (top-left) followed by one labelled 3 (bottom-right), "
+    "before any clicks"
+)
+AREA = (
+    "a box's top-left corner (label 2) must be above and left of its bottom-right corner "
+    "(label 3), with an area"
+)
+OUTSIDE = "a box must lie inside the frame (corners normalized to [0, 1])"
+
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
@@ -28,8 +39,25 @@ from segmentation.engines.sam2.engine import Sam2Engine
             "points and labels differ in length: 2 points, 1 labels",
         ),
         ({"labels": [1, 0]}, "points and labels differ in length: 1 points, 2 labels"),
-        ({"labels": [2]}, "labels must be 1 (positive) or 0 (negative)"),
-        ({"labels": [True]}, "labels must be 1 (positive) or 0 (negative)"),
+        ({"labels": [4]}, LABELS),
+        ({"labels": [-1]}, LABELS),
+        ({"labels": [True]}, LABELS),
+        ({"labels": [2]}, PAIRING),
+        ({"labels": [3]}, PAIRING),
+        ({"points": [[0.1, 0.1], [0.6, 0.6]], "labels": [3, 2]}, PAIRING),
+        ({"points": [[0.5, 0.5], [0.1, 0.1], [0.6, 0.6]], "labels": [1, 2, 3]}, PAIRING),
+        ({"points": [[0.1, 0.1], [0.5, 0.5], [0.6, 0.6]], "labels": [2, 1, 3]}, PAIRING),
+        (
+            {"points": [[0.1, 0.1], [0.6, 0.6], [0.2, 0.2], [0.7, 0.7]], "labels": [2, 3, 2, 3]},
+            "at most one box (one point labelled 2 and one labelled 3)",
+        ),
+        ({"points": [[0.2, 0.1], [0.2, 0.6]], "labels": [2, 3]}, AREA),
+        ({"points": [[0.1, 0.4], [0.6, 0.4]], "labels": [2, 3]}, AREA),
+        ({"points": [[0.6, 0.6], [0.1, 0.1]], "labels": [2, 3]}, AREA),
+        ({"points": [[0.1, 0.6], [0.6, 0.1]], "labels": [2, 3]}, AREA),
+        ({"points": [[-0.1, 0.1], [0.6, 0.6]], "labels": [2, 3]}, OUTSIDE),
+        ({"points": [[0.1, 0.1], [0.6, 1.2]], "labels": [2, 3]}, OUTSIDE),
+        ({"points": [[0.1, 0.1], [0.6, float("inf")]], "labels": [2, 3]}, OUTSIDE),
         ({"points": [], "labels": []}, "at least one point is needed"),
         ({"points": [[0.5]]}, "points must be a list of [x, y] pairs of numbers"),
         ({"points": [["a", "b"]]}, "points must be a list of [x, y] pairs of numbers"),
@@ -73,6 +101,37 @@ def test_points_added_to_old_ones_are_capped_too(state: VideoState) -> None:
 
     assert str(raised.value) == "at most 100 points per object and frame, got 101"
     assert state.prompts[1][0] is before
+
+
+def test_a_box_must_replace_the_old_points(state: VideoState) -> None:
+    # as in SAM 2's predictor: a box comes before every click, so it cannot be added to them
+    state.add_points(frame_index=0, object_id=1, points=[[0.5, 0.5]], labels=[1])
+    before = state.prompts[1][0]
+
+    with pytest.raises(PromptError) as raised:
+        state.add_points(
+            frame_index=0,
+            object_id=1,
+            points=[[0.1, 0.1], [0.9, 0.9]],
+            labels=[2, 3],
+            clear_old_points=False,
+        )
+
+    assert str(raised.value) == "a box replaces the object's points on the frame: clear old points"
+    assert state.prompts[1][0] is before
+
+
+def test_a_box_comes_first_and_clicks_added_later_follow_it(state: VideoState) -> None:
+    state.add_points(frame_index=0, object_id=1, points=[[0.0, 0.25], [1.0, 0.75]], labels=[2, 3])
+    state.add_points(
+        frame_index=0, object_id=1, points=[[0.5, 0.5]], labels=[0], clear_old_points=False
+    )
+
+    prompt = state.prompts[1][0]
+    width, height = state.frames.width - 1, state.frames.height - 1
+    assert prompt.labels.tolist() == [2, 3, 0]
+    assert prompt.box.tolist() == [[0.0, 0.25 * height], [width, 0.75 * height]]
+    assert [part.tolist() for part in prompt.clicks] == [[[0.5 * width, 0.5 * height]], [0]]
 
 
 def test_other_operations_check_their_input(state: VideoState) -> None:
