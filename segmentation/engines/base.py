@@ -379,7 +379,8 @@ class VideoState(abc.ABC):
             )
         if any(isinstance(label, bool) or label not in (0, 1, 2, 3) for label in labels):
             raise PromptError(
-                "labels must be 1 (positive), 0 (negative), 2 (box top-left) or 3 (box bottom-right)"
+                "labels must be 1 (positive), 0 (negative), 2 (box top-left) "
+                "or 3 (box bottom-right)"
             )
         kinds = np.asarray(labels, dtype=np.int8)
         if np.isin(kinds, BOX_LABELS).any():

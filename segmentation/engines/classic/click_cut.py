@@ -20,6 +20,11 @@ Clicks act one at a time, each on the mask the ones before it left:
   that was mostly right is never thrown away by one click. The mask stands in as a positive
   click (:func:`prior_seed`).
 
+A box (its corners in working-size pixels) works as GrabCut's rectangle: the pixels outside it
+are certainly not the object, those inside it probably are, and the object's colours are first
+learned from all of it. The box alone makes the first mask; clicks then correct it as above,
+their cuts kept inside the box too (a click outside it changes nothing).
+
 Geodesic distances are taken at half the working size: they only outline where the object may
 be, and they are the costliest step of a click. :class:`Terrain` keeps what does not depend on
 the clicks, so that further clicks on a frame are cheaper than its first.
@@ -54,6 +59,28 @@ DENIED_SHARE = 0.25
 # learned from (chosen from 0, 0.1, 0.2, 0.3 on the default video's ball and the dev set's
 # clicks; 0 left the drawn shadow that one negative click marks in the ball's mask).
 MARKED_SHARE = 0.2
+# Rounds of learning colours and cutting for a box's own cut: GrabCut's colours, learned from the
+# whole box at first, need a few rounds to shed the background inside it.
+BOX_ITERATIONS = 4
+
+
+@dataclass(frozen=True)
+class Box:
+    left: float  # working-size pixels, the corners' own (inclusive)
+    top: float
+    right: float
+    bottom: float
+
+    def inside(self, shape: tuple[int, int]) -> np.ndarray:
+        """The pixels of a frame of ``shape`` within the box."""
+        height, width = shape
+        rows, columns = np.ogrid[:height, :width]
+        return (
+            (columns >= round(self.left))
+            & (columns <= round(self.right))
+            & (rows >= round(self.top))
+            & (rows <= round(self.bottom))
+        )
 
 
 @dataclass(frozen=True)
@@ -104,20 +131,30 @@ def cut_clicks(
     iterations: int = 1,
     correcting: bool = False,
     area: int = 0,
+    box: Box | None = None,
 ) -> np.ndarray:
     """Apply ``clicks[done:]`` one by one to the mask ``start`` (which holds ``clicks[:done]``).
 
     ``correcting``: ``start`` is a mask the clicks did not make (propagated or given), so each
     click changes it only within ``NEAR`` times its distance to the mask's edge; ``area`` is the
-    object's size where known elsewhere (a positive click may add more to a smaller mask)."""
+    object's size where known elsewhere (a positive click may add more to a smaller mask).
+    ``box``: every cut stays in it (``start`` is then :func:`cut_box`'s, or holds it)."""
     mask = start
     for number in range(done, len(clicks)):
-        fresh = _cut(terrain, clicks[: number + 1], mask, click_radius, iterations)
+        fresh = _cut(terrain, clicks[: number + 1], mask, click_radius, iterations, box)
         if not mask.any():
             mask = fresh
         else:
             mask = _merge(mask, fresh, clicks[number], near=correcting, area=area)
     return mask
+
+
+def cut_box(
+    terrain: Terrain, box: Box, *, click_radius: int = 3, iterations: int = 1
+) -> np.ndarray:
+    """The object that ``box`` alone describes, GrabCut's way."""
+    start = np.zeros(terrain.image.shape[:2], bool)
+    return _cut(terrain, [], start, click_radius, max(iterations, BOX_ITERATIONS), box)
 
 
 def prior_seed(terrain: Terrain, prior: np.ndarray, click: Click) -> Click:
@@ -146,28 +183,43 @@ def edge_cost(image: np.ndarray) -> np.ndarray:
 
 
 def _cut(
-    terrain: Terrain, clicks: list[Click], previous: np.ndarray, radius: int, iterations: int
+    terrain: Terrain,
+    clicks: list[Click],
+    previous: np.ndarray,
+    radius: int,
+    iterations: int,
+    box: Box | None = None,
 ) -> np.ndarray:
-    """The object as all of ``clicks`` describe it, cut from the whole frame."""
+    """The object as all of ``clicks`` (and ``box``) describe it, cut from the whole frame."""
     positives = [c for c in clicks if c.positive]
-    if not positives:
-        return np.zeros(previous.shape, bool)
     height, width = previous.shape
-    near_in = terrain.distance(positives)
-    near_out = np.minimum(terrain.distance([c for c in clicks if not c.positive]), terrain.to_edge)
-    # from +1 (at a positive click) to -1 (at a negative click or the edge)
-    place = cv2.resize(((near_out - near_in) / (near_out + near_in + 1e-6)), (width, height))
-    likely = place > 0
+    boxed = box.inside((height, width)) if box is not None else np.ones((height, width), bool)
+    if positives:
+        near_in = terrain.distance(positives)
+        near_out = np.minimum(
+            terrain.distance([c for c in clicks if not c.positive]), terrain.to_edge
+        )
+        # from +1 (at a positive click) to -1 (at a negative click or the edge)
+        place = cv2.resize(((near_out - near_in) / (near_out + near_in + 1e-6)), (width, height))
+        core = cv2.resize((near_in < CORE * near_out).view(np.uint8), (width, height)) > 0
+        likely, core = (place > 0) & boxed, core & boxed
+    elif box is not None:
+        # GrabCut's start: the whole box is probably the object, where it lies says no more
+        place, likely, core = np.zeros((height, width), np.float32), boxed, boxed
+    else:
+        return np.zeros(previous.shape, bool)
     top, bottom, left, right = crop_box(likely | previous, likely.shape, margin=CROP_MARGIN)
     window = np.s_[top:bottom, left:right]
-    image, place, likely = terrain.image[window], place[window], likely[window]
-    core = cv2.resize((near_in < CORE * near_out).view(np.uint8), (width, height))[window]
+    image, place, likely, core = terrain.image[window], place[window], likely[window], core[window]
     hard_in, hard_out = np.zeros(likely.shape, np.uint8), np.zeros(likely.shape, np.uint8)
     for click in clicks:
         centre = (round(click.x) - left, round(click.y) - top)
         cv2.circle(hard_in if click.positive else hard_out, centre, radius, 1, thickness=-1)
     pixels = image.reshape(-1, 3)
     marked = pixels[hard_out.ravel().astype(bool)]
+    # outside the box is certainly background, whatever a click there says: the box is the
+    # region the cut may take, as GrabCut's rectangle is
+    hard_in[~boxed[window]], hard_out[~boxed[window]] = 0, 1
     learn_from = core.astype(bool) if core.any() else likely
     mask = likely
     for _ in range(iterations):

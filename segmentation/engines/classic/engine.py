@@ -23,6 +23,8 @@
 - A click on a frame that shows a mask corrects that mask (``click_cut.prior_seed``: the mask
   stands in as a positive click at its deepest point, away from a first negative click), and
   each click changes it only within twice its distance to the mask's edge.
+- A box is GrabCut's rectangle (``click_cut``): the object is cut afresh inside it, whatever
+  mask the frame showed, and the clicks sent with it or after it correct that cut.
 - All work happens at a working size (``work_size`` on the long side); masks are scaled back to
   the video's resolution on output, where each pixel goes to at most one object.
 """
@@ -39,7 +41,14 @@ import cv2
 import numpy as np
 
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
-from segmentation.engines.classic.click_cut import Click, Terrain, cut_clicks, prior_seed
+from segmentation.engines.classic.click_cut import (
+    Box,
+    Click,
+    Terrain,
+    cut_box,
+    cut_clicks,
+    prior_seed,
+)
 from segmentation.engines.classic.colour_model import ColourModel, EvidenceMap, colour_model
 from segmentation.engines.classic.crop import crop_box
 from segmentation.engines.classic.cutout import cut_in_band
@@ -96,6 +105,7 @@ class Anchor:
     model: ColourModel | None = None  # learned when propagation first needs it
     # the stand-in for the positive click that made the prior (click_cut.prior_seed)
     seeds: tuple[Click, ...] = ()
+    box: Box | None = None  # working-size pixels; the clicks' cuts stay inside it
 
 
 @dataclass(frozen=True)
@@ -189,17 +199,26 @@ class ClassicVideoState(VideoState):
     def _segment(self, frame_index: int, object_id: int) -> Masks:
         prompt = self.prompts[object_id][frame_index]
         scale = np.array(self._work_size, np.float64) / (self.frames.width, self.frames.height)
+        points, labels = prompt.clicks
         clicks = [
             Click(float(x), float(y), bool(label))
-            for (x, y), label in zip(prompt.points * scale, prompt.labels, strict=True)
+            for (x, y), label in zip(points * scale, labels, strict=True)
         ]
+        box = None if prompt.box is None else Box(*(prompt.box * scale).ravel().tolist())
         anchors = self._anchors.setdefault(object_id, {})
         old = anchors.get(frame_index)
         prior = old.prior if old is not None else self._result(object_id, frame_index)
         terrain = self._clicked_frame(frame_index)
         seeds: tuple[Click, ...] = ()
-        if old is not None and old.clicks and old.clicks == clicks[: len(old.clicks)]:
+        extends = old is not None and (old.clicks or old.box is not None) and old.box == box
+        if extends and old.clicks == clicks[: len(old.clicks)]:
             seeds, start, done = old.seeds, old.mask, len(old.clicks)
+        elif box is not None:  # a box says afresh where the object is, whatever was there
+            options = self._options
+            start = cut_box(
+                terrain, box, click_radius=options.click_radius, iterations=options.click_iterations
+            )
+            done = 0
         elif prior is not None and prior.any():  # the clicks correct the mask that was there
             seeds, start, done = (prior_seed(terrain, prior, clicks[0]),), prior, 0
         else:
@@ -216,8 +235,9 @@ class ClassicVideoState(VideoState):
             iterations=self._options.click_iterations,
             correcting=bool(seeds),
             area=0 if nearest is None else int(np.count_nonzero(others[nearest].mask)),
+            box=box,
         )
-        anchor = Anchor(clicks, mask, prior, next(self._serials), seeds=seeds)
+        anchor = Anchor(clicks, mask, prior, next(self._serials), seeds=seeds, box=box)
         anchors[frame_index] = anchor
         self._store(object_id, frame_index, mask, anchor.serial)
         return self._output(frame_index)
