@@ -88,6 +88,25 @@ def test_clicks_give_video_sized_masks_that_never_overlap(sam2_state) -> None:
     assert np.array_equal(sam2_state.masks(frame_index=2)[1], masks[1])
 
 
+def test_a_box_gives_a_mask_and_reaches_the_model_before_the_clicks(sam2_state) -> None:
+    boxed = sam2_state.add_points(
+        frame_index=2, object_id=1, points=[[0.25, 0.5], [0.75, 1.0]], labels=[2, 3]
+    )
+    masks = sam2_state.add_points(
+        frame_index=2, object_id=1, points=[[0.5, 0.75]], labels=[0], clear_old_points=False
+    )
+
+    assert list(boxed) == [1]
+    assert boxed[1].shape == (HEIGHT, WIDTH)
+    assert boxed[1].dtype == bool
+    assert list(masks) == [1]
+    # as SAM 2's predictor gives them to the prompt encoder: the corners, then the clicks, in
+    # pixels of the model's input (128 x 128)
+    coords, kinds = sam2_state.tracker.tracks[1].clicks[2]
+    assert kinds.tolist() == [[2, 3, 0]]
+    assert coords.tolist() == [[[32.0, 64.0], [96.0, 128.0], [64.0, 96.0]]]
+
+
 def test_propagation_visits_every_frame_and_is_repeatable(engine: Sam2Engine, frames) -> None:
     def run() -> list:
         state = engine.open(frames)

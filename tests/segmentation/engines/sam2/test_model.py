@@ -55,6 +55,9 @@ def test_official_key_layout() -> None:
         "memory_encoder.mask_downsampler.encoder.12.weight": (256, 256, 1, 1),
         "memory_encoder.fuser.layers.1.gamma": (256,),
         "sam_prompt_encoder.pe_layer.positional_encoding_gaussian_matrix": (2, 128),
+        # a box's corners (labels 2 and 3) have learned embeddings of their own
+        "sam_prompt_encoder.point_embeddings.2.weight": (1, 256),
+        "sam_prompt_encoder.point_embeddings.3.weight": (1, 256),
         "sam_mask_decoder.pred_obj_score_head.layers.2.weight": (1, 256),
         "maskmem_tpos_enc": (7, 1, 1, 64),
         "obj_ptr_tpos_proj.weight": (64, 256),
