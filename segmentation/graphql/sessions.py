@@ -77,7 +77,11 @@ class AddPointsInput(SessionInput, graphene.InputObjectType):
     labels = graphene.List(
         graphene.NonNull(graphene.Int),
         required=True,
-        description="Per point: 1 the object is here, 0 it is not.",
+        description=(
+            "Per point: 1 the object is here, 0 it is not; 2 and 3 a box's top-left and "
+            "bottom-right corners, first in the list (at most one box, and only with "
+            "clearOldPoints)."
+        ),
     )
     points = graphene.List(
         graphene.NonNull(graphene.List(graphene.NonNull(graphene.Float))),

@@ -214,6 +214,79 @@ def test_bad_clicks_are_bad_user_input_and_change_nothing(
     assert np.array_equal(masks_of(again["data"]["clearPointsInFrame"])[1], masks_of(before)[1])
 
 
+def box_around(mask: np.ndarray, margin: int = 8) -> list[list[float]]:
+    ys, xs = np.nonzero(mask)
+    corners = [
+        (max(xs.min() - margin, 0), max(ys.min() - margin, 0)),
+        (min(xs.max() + margin, WIDTH - 1), min(ys.max() + margin, HEIGHT - 1)),
+    ]
+    return [[x / (WIDTH - 1), y / (HEIGHT - 1)] for x, y in corners]
+
+
+def test_a_box_alone_gives_the_objects_mask(
+    client: Client, library_video: str, video: Video
+) -> None:
+    session_id = start(client, library_video)
+
+    result = add(client, session_id, video, 1, labels=[2, 3], points=box_around(video.masks[0][1]))[
+        "data"
+    ]["addPoints"]
+
+    assert result["frameIndex"] == 0
+    assert [item["objectId"] for item in result["rleMaskList"]] == [1]
+    assert result["rleMaskList"][0]["rleMask"]["size"] == [HEIGHT, WIDTH]
+    assert region_similarity(masks_of(result)[1], video.masks[0][1]) >= 0.96
+
+
+BOX_PAIRING = (
+    "a box is a point labelled 2 (top-left) followed by one labelled 3 (bottom-right), "
+    "before any clicks"
+)
+BOX_AREA = (
+    "a box's top-left corner (label 2) must be above and left of its bottom-right corner "
+    "(label 3), with an area"
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"labels": [2, 3], "points": [[0.2, 0.2], [0.2, 0.6]]}, BOX_AREA),
+        ({"labels": [2, 3], "points": [[0.6, 0.6], [0.2, 0.2]]}, BOX_AREA),
+        (
+            {"labels": [2, 3], "points": [[0.2, 0.2], [1.1, 0.6]]},
+            "a box must lie inside the frame (corners normalized to [0, 1])",
+        ),
+        ({"labels": [2, 1], "points": [[0.2, 0.2], [0.6, 0.6]]}, BOX_PAIRING),
+        ({"labels": [1, 3], "points": [[0.2, 0.2], [0.6, 0.6]]}, BOX_PAIRING),
+        (
+            {"labels": [2, 3, 2, 3], "points": [[0.1, 0.1], [0.5, 0.5], [0.2, 0.2], [0.6, 0.6]]},
+            "at most one box (one point labelled 2 and one labelled 3)",
+        ),
+        (
+            {"labels": [2, 3], "points": [[0.2, 0.2], [0.6, 0.6]], "clearOldPoints": False},
+            "a box replaces the object's points on the frame: clear old points",
+        ),
+    ],
+)
+def test_bad_boxes_are_bad_user_input_and_change_nothing(
+    client: Client, library_video: str, video: Video, extra: dict, message: str
+) -> None:
+    session_id = start(client, library_video)
+    before = add(client, session_id, video, 1)["data"]["addPoints"]
+
+    result = add(client, session_id, video, 1, **extra)
+
+    assert result["data"] is None
+    assert result["errors"][0]["message"] == message
+    assert result["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT"}
+    again = gql(
+        client, CLEAR_FRAME, input={"sessionId": session_id, "frameIndex": 0, "objectId": 9}
+    )
+    assert masks_of(again["data"]["clearPointsInFrame"]).keys() == {1}
+    assert np.array_equal(masks_of(again["data"]["clearPointsInFrame"])[1], masks_of(before)[1])
+
+
 def test_unknown_session_and_video(client: Client, library_video: str, video: Video) -> None:
     missing = add(client, "no-such-session", video, 1)
     unknown = gql(client, START, input={"path": "gallery/nothing.mp4"})
