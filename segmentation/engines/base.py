@@ -75,6 +75,27 @@ BOX_LABELS = (BOX_TOP_LEFT, BOX_BOTTOM_RIGHT)
 MAX_POINTS = 100
 
 
+def box_check(xy: np.ndarray, kinds: np.ndarray) -> None:
+    """A box among normalized points (N x 2) and their labels: its two corners, in the order
+    and place SAM 2's predictor puts them, spanning an area of the frame; PromptError if not."""
+    if (kinds == BOX_TOP_LEFT).sum() > 1 or (kinds == BOX_BOTTOM_RIGHT).sum() > 1:
+        raise PromptError("at most one box (one point labelled 2 and one labelled 3)")
+    if len(kinds) < 2 or tuple(kinds[:2]) != BOX_LABELS:
+        raise PromptError(
+            "a box is a point labelled 2 (top-left) followed by one labelled 3 "
+            "(bottom-right), before any clicks"
+        )
+    corners = xy[:2]
+    if not np.isfinite(corners).all() or (corners < 0).any() or (corners > 1).any():
+        raise PromptError("a box must lie inside the frame (corners normalized to [0, 1])")
+    (left, top), (right, bottom) = corners
+    if left >= right or top >= bottom:
+        raise PromptError(
+            "a box's top-left corner (label 2) must be above and left of its bottom-right "
+            "corner (label 3), with an area"
+        )
+
+
 class EngineConfigError(ValueError):
     """An unknown engine name or a bad engine option."""
 
@@ -384,28 +405,8 @@ class VideoState(abc.ABC):
             )
         kinds = np.asarray(labels, dtype=np.int8)
         if np.isin(kinds, BOX_LABELS).any():
-            self._check_box(xy, kinds)
+            box_check(xy, kinds)
         if not np.isfinite(xy).all() or (xy < 0).any() or (xy > 1).any():
             raise PromptError("point coordinates must be normalized to [0, 1]")
         size = np.array([self.frames.width - 1, self.frames.height - 1], dtype=np.float64)
         return Prompt(xy * size, kinds)
-
-    @staticmethod
-    def _check_box(xy: np.ndarray, kinds: np.ndarray) -> None:
-        """A box's two corners, in the order and place SAM 2's predictor puts them."""
-        if (kinds == BOX_TOP_LEFT).sum() > 1 or (kinds == BOX_BOTTOM_RIGHT).sum() > 1:
-            raise PromptError("at most one box (one point labelled 2 and one labelled 3)")
-        if len(kinds) < 2 or tuple(kinds[:2]) != BOX_LABELS:
-            raise PromptError(
-                "a box is a point labelled 2 (top-left) followed by one labelled 3 "
-                "(bottom-right), before any clicks"
-            )
-        corners = xy[:2]
-        if not np.isfinite(corners).all() or (corners < 0).any() or (corners > 1).any():
-            raise PromptError("a box must lie inside the frame (corners normalized to [0, 1])")
-        (left, top), (right, bottom) = corners
-        if left >= right or top >= bottom:
-            raise PromptError(
-                "a box's top-left corner (label 2) must be above and left of its bottom-right "
-                "corner (label 3), with an area"
-            )

@@ -28,12 +28,13 @@ import unicodedata
 import uuid
 from pathlib import Path, PurePosixPath
 
+import numpy as np
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 
 from core.malloc import memory_return
-from segmentation.engines.base import MAX_POINTS
+from segmentation.engines.base import BOX_LABELS, MAX_POINTS, PromptError, box_check
 from segmentation.errors import BadUserInput, StorageFull, UnsupportedMedia, VideoNotFound
 from segmentation.models import DISPLAY_NAME_MAX, Annotation, DeletionId, Video
 from segmentation.rle import rle_decode
@@ -254,8 +255,17 @@ def _check_clicks(points: object, labels: object, where: str) -> None:
     for point in points:
         if not isinstance(point, list) or len(point) != 2 or not all(_unit(n) for n in point):
             raise BadUserInput(f"{where}.points must be [x, y] pairs within [0, 1]")
-    if any(isinstance(label, bool) or label not in (0, 1) for label in labels):
-        raise BadUserInput(f"{where}.labels must be 1 (positive) or 0 (negative)")
+    if any(isinstance(label, bool) or label not in (0, 1, *BOX_LABELS) for label in labels):
+        raise BadUserInput(
+            f"{where}.labels must be 1 (positive), 0 (negative), 2 (box top-left) "
+            "or 3 (box bottom-right)"
+        )
+    if any(label in BOX_LABELS for label in labels):
+        # checked here as addPoints checks it, so that a bad box changes nothing
+        try:
+            box_check(np.asarray(points, np.float64), np.asarray(labels, np.int8))
+        except PromptError as error:
+            raise BadUserInput(f"{where}: {error}") from None
 
 
 def _unit(number: object) -> bool:

@@ -15,7 +15,7 @@ from segmentation.rle import rle_decode
 from segmentation.services.local_sessions import local_sessions
 from segmentation.services.sessions import session_propagation
 from tests.segmentation.synthetic import Video
-from tests.segmentation.test_graphql_sessions import add, start
+from tests.segmentation.test_graphql_sessions import add, box_around, start
 
 pytestmark = pytest.mark.django_db
 
@@ -106,6 +106,22 @@ def test_import_restores_the_clicks_and_the_masks(
         ]
 
 
+def test_a_box_travels_through_export_and_import(
+    client: Client, library_video: str, video: Video
+) -> None:
+    original = start(client, library_video)
+    add(client, original, video, 1, labels=[2, 3], points=box_around(video.masks[0][1]))
+    exported = export(client, original)
+
+    session_id = start(client, library_video)
+    response = import_into(client, session_id, exported)
+
+    assert response.status_code == 200
+    assert exported["frames"][0]["objects"][0]["labels"] == [2, 3]
+    assert prompts(session_id) == prompts(original)
+    assert export(client, session_id) == exported
+
+
 def test_a_masks_only_file_gives_the_masks_as_prompts_that_propagate(
     client: Client, library_video: str, video: Video
 ) -> None:
@@ -192,7 +208,13 @@ def test_a_click_on_an_imported_mask_corrects_it(
         ),
         (
             lambda item: item.update(labels=[7]),
-            "frames[0].objects[0].labels must be 1 (positive) or 0 (negative)",
+            "frames[0].objects[0].labels must be 1 (positive), 0 (negative), 2 (box top-left) "
+            "or 3 (box bottom-right)",
+        ),
+        (
+            lambda item: item.update(points=[[0.6, 0.6], [0.2, 0.2]], labels=[2, 3]),
+            "frames[0].objects[0]: a box's top-left corner (label 2) must be above and left of "
+            "its bottom-right corner (label 3), with an area",
         ),
     ],
 )
