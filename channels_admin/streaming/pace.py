@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from channels_admin.streaming.ts import TS_PACKET
+from channels_admin.streaming.ts_scan import pcr_base
 
 PCR_HZ = 90_000  # the PCR base; its 27 MHz extension adds nothing a window of seconds needs
 PCR_WRAP = 1 << 33
@@ -96,5 +97,4 @@ class PaceMeter:
         rows = rows[pids == self._pid]
         if rows.size == 0:
             return None
-        b = packets[rows[-1], 6:11].astype(np.int64)
-        return int(b[0] << 25 | b[1] << 17 | b[2] << 9 | b[3] << 1 | b[4] >> 7)
+        return pcr_base(packets[rows[-1]])

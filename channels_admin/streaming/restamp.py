@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from channels_admin.streaming.ts import TS_PACKET
+from channels_admin.streaming.ts_scan import pcr_base, pes_pts_at, timestamp_at
 
 WRAP = 1 << 33  # PTS, DTS and the PCR base count 90 kHz ticks modulo 2^33
 STEP = 3600  # 40 ms: the gap left between the last timestamp sent and the next stream's first
@@ -44,14 +45,11 @@ class Restamper:
             return data
         packets = np.frombuffer(data, np.uint8, count * TS_PACKET).reshape(count, TS_PACKET)
         adaptation = packets[:, 3] & 0x20 != 0
-        payload_at = np.where(adaptation, 5 + packets[:, 4].astype(np.int64), 4)
         pcr_rows = np.flatnonzero(adaptation & (packets[:, 4] >= 7) & (packets[:, 5] & 0x10 != 0))
         starts = np.flatnonzero((packets[:, 1] & 0x40 != 0) & (packets[:, 3] & 0x10 != 0))
-        pts_at = {
-            row: at for row in starts.tolist() if (at := _pes_pts_at(packets[row], payload_at[row]))
-        }
+        pts_at = {row: at for row in starts.tolist() if (at := pes_pts_at(packets[row]))}
         if self._pending and pts_at:
-            stamps = [_read_timestamp(packets[row], at) for row, at in pts_at.items()]
+            stamps = [timestamp_at(packets[row], at) for row, at in pts_at.items()]
             # the earliest of them: audio may start a little before the key frame's picture
             first = (stamps[0] + min(_signed(stamp - stamps[0]) for stamp in stamps)) % WRAP
             if self._latest is not None:
@@ -63,11 +61,11 @@ class Restamper:
         view = np.frombuffer(out, np.uint8, count * TS_PACKET).reshape(count, TS_PACKET)
         for row, at in pts_at.items():
             packet = view[row]
-            pts = (_read_timestamp(packet, at) + self._offset) % WRAP
+            pts = (timestamp_at(packet, at) + self._offset) % WRAP
             if self._offset:
                 _write_timestamp(packet, at, pts)
                 if packet[at - 2] & 0xC0 == 0xC0:  # a DTS follows the PTS
-                    dts = (_read_timestamp(packet, at + 5) + self._offset) % WRAP
+                    dts = (timestamp_at(packet, at + 5) + self._offset) % WRAP
                     _write_timestamp(packet, at + 5, dts)
             self._note(pts)
         if self._offset:
@@ -90,21 +88,6 @@ def _signed(step: int) -> int:
     return (step + WRAP // 2) % WRAP - WRAP // 2
 
 
-def _pes_pts_at(packet: np.ndarray, payload_at: int) -> int:
-    """Where the PTS of the PES that ``packet`` starts lies in it; 0 without one."""
-    at = int(payload_at)
-    if at + 14 > TS_PACKET or packet[at] or packet[at + 1] or packet[at + 2] != 1:
-        return 0
-    if not packet[at + 7] & 0x80:  # PTS_DTS_flags: no PTS
-        return 0
-    return at + 9
-
-
-def _read_timestamp(packet: np.ndarray, at: int) -> int:
-    b = [int(value) for value in packet[at : at + 5]]
-    return (b[0] >> 1 & 0x07) << 30 | b[1] << 22 | (b[2] >> 1) << 15 | b[3] << 7 | b[4] >> 1
-
-
 def _write_timestamp(packet: np.ndarray, at: int, value: int) -> None:
     packet[at] = (int(packet[at]) & 0xF1) | (value >> 29 & 0x0E)
     packet[at + 1] = value >> 22 & 0xFF
@@ -114,11 +97,9 @@ def _write_timestamp(packet: np.ndarray, at: int, value: int) -> None:
 
 
 def _shift_pcr(packet: np.ndarray, offset: int) -> None:
-    b = [int(value) for value in packet[6:11]]
-    base = b[0] << 25 | b[1] << 17 | b[2] << 9 | b[3] << 1 | b[4] >> 7
-    base = (base + offset) % WRAP
+    base = (pcr_base(packet) + offset) % WRAP
     packet[6] = base >> 25 & 0xFF
     packet[7] = base >> 17 & 0xFF
     packet[8] = base >> 9 & 0xFF
     packet[9] = base >> 1 & 0xFF
-    packet[10] = (base & 1) << 7 | (b[4] & 0x7F)
+    packet[10] = (base & 1) << 7 | (int(packet[10]) & 0x7F)

@@ -148,11 +148,33 @@ class ProgramScanner:
 
 def pes_pts(packet: np.ndarray | bytes) -> int | None:
     """The PTS of the PES that starts in ``packet``, if its header carries one."""
-    payload = _payload(bytes(packet))
-    if len(payload) < 14 or payload[:3] != b"\x00\x00\x01" or not payload[7] & 0x80:
-        return None
-    b = payload[9:14]
+    at = pes_pts_at(packet)
+    return timestamp_at(packet, at) if at else None
+
+
+def pes_pts_at(packet: np.ndarray | bytes) -> int:
+    """Where in ``packet`` the PTS of the PES that starts there lies (a DTS, when the header
+    has one, follows it); 0 without one."""
+    data = bytes(packet)
+    control = data[3] >> 4 & 0x3
+    if not control & 0x1:
+        return 0
+    at = 4 + (1 + data[4] if control & 0x2 else 0)
+    if at + 14 > len(data) or data[at : at + 3] != b"\x00\x00\x01" or not data[at + 7] & 0x80:
+        return 0
+    return at + 9
+
+
+def timestamp_at(packet: np.ndarray | bytes, at: int) -> int:
+    """The 33-bit PTS or DTS written at ``at`` in ``packet`` (90 kHz ticks)."""
+    b = [int(value) for value in packet[at : at + 5]]
     return (b[0] >> 1 & 0x07) << 30 | b[1] << 22 | (b[2] >> 1) << 15 | b[3] << 7 | b[4] >> 1
+
+
+def pcr_base(packet: np.ndarray | bytes) -> int:
+    """The 33-bit base (90 kHz ticks) of the PCR that ``packet``'s adaptation field carries."""
+    b = [int(value) for value in packet[6:11]]
+    return b[0] << 25 | b[1] << 17 | b[2] << 9 | b[3] << 1 | b[4] >> 7
 
 
 def _payload(packet: bytes) -> bytes:
