@@ -12,11 +12,14 @@
 import { Annotations } from "./annotations.js";
 import { FrameImages } from "./frames.js";
 import { ApiError, graphql, upload } from "./graphql.js";
-import { colourOf, drawPoints, hexOf, maskImage, meanUnder, pickColour } from "./overlay.js";
+import { colourOf, drawBox, drawPoints, hexOf, maskImage, meanUnder, pickColour } from "./overlay.js";
 import { propagate } from "./stream.js";
 
 const PING_EVERY_MS = 60_000;
 const POINT_RADIUS_PX = 7; // on screen
+// A press that moves farther than this (screen pixels) before its release draws a box; less is a
+// click, so that a hand that trembles still clicks.
+const DRAG_PX = 5;
 const PREFETCH_FRAMES = 24;
 
 const VIDEO = "id path width height frameCount fps";
@@ -79,11 +82,13 @@ const state = {
   objects: [], // object IDs, in the order they were made
   nextObjectId: 1,
   selected: null,
-  points: new Map(), // "frame:object" -> [{x, y, label}] in video pixels
+  points: new Map(), // "frame:object" -> [{x, y, label}] in video pixels; a box first (2, 3)
   given: new Set(), // "frame:object" of imported masks without clicks: prompts on the server
   colours: new Map(), // object ID -> {colour, under}: its colour, decided on its first mask shown
   frameOnCanvas: null, // the frame index whose image the frame canvas holds
   tapLabel: 1,
+  drag: null, // the press on the frame that may become a box: {start, end, screen, boxing}
+  dragged: false, // the press just released drew a box: the click that follows it is not a click
   playing: null, // the running playback, if any
   propagation: null, // the AbortController of the running propagation
   propagated: null, // the frames the running propagation has sent, a Set
@@ -343,6 +348,11 @@ function drawOverlay() {
     const points = state.points.get(pointKey(state.frameIndex, objectId)) ?? [];
     drawPoints(context, points, objectColour(objectId), pointRadius());
   }
+  if (state.drag?.boxing) {
+    drawBox(context, state.drag.start, state.drag.end, objectColour(state.selected), pointRadius() / 3, {
+      dashed: true,
+    });
+  }
 }
 
 // The timeline, one column a frame: a low bar where there are masks (dimmed, while a propagation
@@ -507,6 +517,11 @@ function videoPoint(event) {
 
 function click(event, label) {
   event.preventDefault();
+  if (state.dragged) {
+    // The browser's click after a drag: the drag made a box, not a point.
+    state.dragged = false;
+    return;
+  }
   if (!state.sessionId || state.propagation) return;
   stopPlaying();
   const frameIndex = state.frameIndex;
@@ -514,11 +529,63 @@ function click(event, label) {
   const key = pointKey(frameIndex, objectId);
   const point = videoPoint(event);
   const points = [...(state.points.get(key) ?? [])];
-  const hit = points.findIndex((p) => Math.hypot(p.x - point.x, p.y - point.y) <= pointRadius());
+  // A box's corners are not points to remove: a click there is a click.
+  const hit = points.findIndex((p) => p.label < 2 && Math.hypot(p.x - point.x, p.y - point.y) <= pointRadius());
   if (hit >= 0) points.splice(hit, 1);
   else points.push({ ...point, label });
   if (points.length) state.points.set(key, points);
   else state.points.delete(key);
+  promptsChanged(frameIndex, objectId);
+}
+
+// The press on the frame: it becomes a box once it has moved DRAG_PX, else it stays a click.
+function pressStart(event) {
+  state.dragged = false;
+  if (event.button !== 0 || !event.isPrimary || !state.sessionId || state.propagation) return;
+  ui.overlay.setPointerCapture(event.pointerId);
+  const point = videoPoint(event);
+  state.drag = { start: point, end: point, screen: [event.clientX, event.clientY], boxing: false };
+}
+
+function pressMove(event) {
+  const drag = state.drag;
+  if (!drag) return;
+  drag.end = videoPoint(event);
+  drag.boxing ||= Math.hypot(event.clientX - drag.screen[0], event.clientY - drag.screen[1]) > DRAG_PX;
+  if (drag.boxing) drawOverlay();
+}
+
+function pressEnd(event) {
+  const drag = state.drag;
+  state.drag = null;
+  if (!drag?.boxing) return;
+  state.dragged = true;
+  drag.end = videoPoint(event);
+  if (!setBox(drag.start, drag.end)) drawOverlay(); // none: the live rectangle goes
+}
+
+// The selected object's box on the frame shown, from two opposite corners: clamped to the frame,
+// it goes first in the key's points, in place of any box before it (the clicks stay). A box with
+// no width or height left is no box; false then.
+function setBox(a, b) {
+  const { width, height } = state.video;
+  const within = (value, max) => Math.min(Math.max(value, 0), max);
+  const [left, right] = [within(Math.min(a.x, b.x), width), within(Math.max(a.x, b.x), width)];
+  const [top, bottom] = [within(Math.min(a.y, b.y), height), within(Math.max(a.y, b.y), height)];
+  if (right <= left || bottom <= top) return false;
+  stopPlaying();
+  const frameIndex = state.frameIndex;
+  const objectId = state.selected;
+  const key = pointKey(frameIndex, objectId);
+  const clicks = (state.points.get(key) ?? []).filter((p) => p.label < 2);
+  state.points.set(key, [{ x: left, y: top, label: 2 }, { x: right, y: bottom, label: 3 }, ...clicks]);
+  promptsChanged(frameIndex, objectId);
+  return true;
+}
+
+// The object's prompts on the frame changed in the page: show them, then send them.
+function promptsChanged(frameIndex, objectId) {
+  const key = pointKey(frameIndex, objectId);
   drawOverlay(); // the point shows at once; its mask follows
   renderObjects();
   drawTimeline();
@@ -887,6 +954,13 @@ function onKey(event) {
 }
 
 function wire() {
+  ui.overlay.addEventListener("pointerdown", pressStart);
+  ui.overlay.addEventListener("pointermove", pressMove);
+  ui.overlay.addEventListener("pointerup", pressEnd);
+  ui.overlay.addEventListener("pointercancel", () => {
+    state.drag = null;
+    drawOverlay();
+  });
   ui.overlay.addEventListener("click", (event) => click(event, state.tapLabel));
   ui.overlay.addEventListener("contextmenu", (event) => click(event, 0));
   ui.scrubber.addEventListener("input", () => {

@@ -1,8 +1,9 @@
 // Drawing over a frame: each object's mask as a translucent fill in its colour inside an opaque
-// outline, dark on a light fill and light on a dark one, and the clicked points (a filled disc
-// with a plus for "object here", a minus for "not here"). An object's colour is its own from the
-// palette unless the object itself is near that colour (object 1's red on a red ball): then the
-// palette's colour farthest from the object's is taken (`pickColour`).
+// outline, dark on a light fill and light on a dark one, the clicked points (a filled disc
+// with a plus for "object here", a minus for "not here") and the box prompt, a rectangle. An
+// object's colour is its own from the palette unless the object itself is near that colour
+// (object 1's red on a red ball): then the palette's colour farthest from the object's is taken
+// (`pickColour`).
 
 // Distinct colours, one per object in order; past the last, they come round again.
 export const COLOURS = [
@@ -107,12 +108,32 @@ export function maskImage(masks, width, height, colours = colourOf) {
   return image;
 }
 
+// A box from corner a to corner b ({x, y} in video pixels) in the colour [r, g, b]: a line of
+// its colour over a wider dark one, so that it shows on light and dark frames alike; dashed
+// while it is being dragged.
+export function drawBox(context, a, b, objectColour, lineWidth, { dashed = false } = {}) {
+  const [x, y, w, h] = [Math.min(a.x, b.x), Math.min(a.y, b.y), Math.abs(b.x - a.x), Math.abs(b.y - a.y)];
+  context.save();
+  context.setLineDash(dashed ? [lineWidth * 3, lineWidth * 2] : []);
+  context.lineWidth = lineWidth * 2;
+  context.strokeStyle = "#101418";
+  context.strokeRect(x, y, w, h);
+  context.lineWidth = lineWidth;
+  context.strokeStyle = hexOf(objectColour);
+  context.strokeRect(x, y, w, h);
+  context.restore();
+}
+
 // Points [{x, y, label}] in video pixels, in their object's colour [r, g, b]; radius in video
-// pixels.
+// pixels. A box's corners (labels 2 and 3, as addPoints takes them) are drawn as its rectangle.
 export function drawPoints(context, points, objectColour, radius) {
   const colour = hexOf(objectColour);
+  const topLeft = points.find((p) => p.label === 2);
+  const bottomRight = points.find((p) => p.label === 3);
+  if (topLeft && bottomRight) drawBox(context, topLeft, bottomRight, objectColour, radius / 3);
   context.lineWidth = radius / 4;
   for (const { x, y, label } of points) {
+    if (label > 1) continue;
     context.beginPath();
     context.arc(x, y, radius, 0, 2 * Math.PI);
     context.fillStyle = label ? colour : "#101418";
