@@ -1,0 +1,124 @@
+"""Work given back through the annotator's annotation files, in a real browser (Debian's Chromium)
+against the real server: an export imported into a new session propagates to the same masks
+(issue 41)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from segmentation.demo_video import demo_masks
+from tests.conftest import running_server
+from tests.segmentation.test_annotator_box_browser import drag, overlay_rect
+from tests.segmentation.test_annotator_browser import (
+    FRAMES,
+    WIDTH,
+    click_at,
+    farthest,
+    is_add_points,
+    open_default_video,
+    server_annotations,
+)
+from tests.segmentation.test_annotator_workplace_browser import go_to
+
+OTHER_FRAME = 30  # 0-based: the second frame the round trip clicks on
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with running_server(tmp_path_factory.mktemp("annotator-import-var")) as base_url:
+        yield base_url
+
+
+def propagate(page) -> None:
+    page.click("#propagate")
+    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+    expect(page.locator("#progress-label")).to_have_text(f"Done: {FRAMES} frames from frame 1.")
+
+
+def click_on(page, frame_index: int, name: str) -> None:
+    x, y = farthest(demo_masks(frame_index)[name], (-100, -100))
+    with page.expect_response(is_add_points):
+        click_at(page, x, y)
+
+
+def box_on(page, frame_index: int, name: str) -> None:
+    """Drag a box 8 video pixels around the object ``name`` on the frame shown."""
+    rect = overlay_rect(page)
+    scale = rect["width"] / WIDTH
+    ys, xs = np.nonzero(demo_masks(frame_index)[name])
+    with page.expect_response(is_add_points):
+        drag(
+            page,
+            (rect["left"] + (xs.min() - 8) * scale, rect["top"] + (ys.min() - 8) * scale),
+            (rect["left"] + (xs.max() + 8) * scale, rect["top"] + (ys.max() + 8) * scale),
+        )
+
+
+def same_work(a: dict, b: dict) -> bool:
+    """Equal annotation files: the same masks and labels exactly, the same clicks to a millionth
+    of the frame (the page and the server normalize a pixel in float steps of their own)."""
+
+    def points(data: dict) -> list[float]:
+        clicks = [item.pop("points", []) for frame in data["frames"] for item in frame["objects"]]
+        return [value for points in clicks for point in points for value in point]
+
+    a, b = json.loads(json.dumps(a)), json.loads(json.dumps(b))
+    points_a, points_b = points(a), points(b)
+    return a == b and points_a == pytest.approx(points_b, abs=1e-6)
+
+
+def export_file(page, path: Path) -> dict:
+    with page.expect_download() as download:
+        page.click("#export-json")
+    download.value.save_as(path)
+    return json.loads(path.read_text())
+
+
+def test_an_export_imported_into_a_new_session_propagates_to_the_same_masks(
+    server, page, tmp_path: Path
+) -> None:
+    # given two objects with prompts on two frames (object 2 a box, then a click), exported and
+    # propagated
+    first = open_default_video(server, page)
+    click_on(page, 0, "ball")
+    page.click("#add-object")
+    box_on(page, 0, "box")
+    go_to(page, OTHER_FRAME + 1)
+    click_on(page, OTHER_FRAME, "box")
+    page.click("#objects li:first-child .object-pick")
+    click_on(page, OTHER_FRAME, "ball")
+    go_to(page, 1)
+    # exported before the propagation: a propagated export would make every frame's mask a
+    # prompt of the new session, which the first session did not have
+    exported = export_file(page, tmp_path / "default-annotations.json")
+    assert same_work(exported, server_annotations(server, first))
+    clicked = {
+        (frame["frame_index"], item["object_id"]): item["labels"]
+        for frame in exported["frames"]
+        for item in frame["objects"]
+    }
+    assert clicked == {(0, 1): [1], (0, 2): [2, 3], (OTHER_FRAME, 1): [1], (OTHER_FRAME, 2): [1]}
+    propagate(page)
+
+    # when the video is opened afresh (a new session) and the file imported there
+    video_id = parse_qs(urlparse(page.url).query)["video"][0]
+    page.goto(f"{server}/annotate/?video={video_id}")
+    page.wait_for_selector("#editor[data-ready=true]")
+    second = page.get_attribute("#editor", "data-session-id")
+    assert second != first
+    page.set_input_files("#import-file", str(tmp_path / "default-annotations.json"))
+    expect(page.locator("#message")).to_have_text(
+        "Imported the masks and clicks of 2 frames from default-annotations.json."
+    )
+    assert same_work(server_annotations(server, second), exported)
+
+    # then a propagation from the same frame gives the first session's masks, exactly
+    propagate(page)
+    assert server_annotations(server, second) == server_annotations(server, first)
+    assert page.get_attribute("#timeline", "data-masked") == str(FRAMES)
