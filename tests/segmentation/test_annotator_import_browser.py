@@ -1,6 +1,6 @@
 """Work given back through the annotator's annotation files, in a real browser (Debian's Chromium)
-against the real server: an export imported into a new session propagates to the same masks
-(issue 41)."""
+against the real server: an export imported into a new session propagates to the same masks, and
+imported masks survive a session the server lost (issue 41)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ import pytest
 from playwright.sync_api import expect
 
 from segmentation.demo_video import demo_masks
+from segmentation.rle import rle_decode, rle_encode
 from tests.conftest import running_server
-from tests.segmentation.test_annotator_box_browser import drag, overlay_rect
+from tests.segmentation.test_annotator_box_browser import MIN_IOU, drag, iou, overlay_rect
 from tests.segmentation.test_annotator_browser import (
     FRAMES,
     WIDTH,
     click_at,
     farthest,
+    graphql,
     is_add_points,
     open_default_video,
     server_annotations,
@@ -27,12 +29,22 @@ from tests.segmentation.test_annotator_browser import (
 from tests.segmentation.test_annotator_workplace_browser import go_to
 
 OTHER_FRAME = 30  # 0-based: the second frame the round trip clicks on
+VIDEO = "gallery/default.mp4"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     with running_server(tmp_path_factory.mktemp("annotator-import-var")) as base_url:
         yield base_url
+
+
+def close_session(server: str, session_id: str) -> None:
+    closed = graphql(
+        server,
+        "mutation($s: String!) { closeSession(input: {sessionId: $s}) { success } }",
+        s=session_id,
+    )
+    assert closed == {"data": {"closeSession": {"success": True}}}
 
 
 def propagate(page) -> None:
@@ -122,3 +134,54 @@ def test_an_export_imported_into_a_new_session_propagates_to_the_same_masks(
     propagate(page)
     assert server_annotations(server, second) == server_annotations(server, first)
     assert page.get_attribute("#timeline", "data-masked") == str(FRAMES)
+
+
+def given_file(path: Path) -> dict:
+    """An annotation file with one mask and no clicks: the box object on frame 0."""
+    data = {
+        "video": VIDEO,
+        "frames": [
+            {
+                "frame_index": 0,
+                "objects": [{"object_id": 1, "mask": rle_encode(demo_masks(0)["box"])}],
+            }
+        ],
+    }
+    path.write_text(json.dumps(data))
+    return data
+
+
+def test_imported_masks_are_given_to_a_session_reopened_after_it_ended(
+    server, page, tmp_path: Path
+) -> None:
+    # given a masks-only file imported, then the session lost by the server
+    first = open_default_video(server, page)
+    given = given_file(tmp_path / "given.json")
+    page.set_input_files("#import-file", str(tmp_path / "given.json"))
+    expect(page.locator("#message")).to_have_text(
+        "Imported the masks and clicks of 1 frames from given.json."
+    )
+    close_session(server, first)
+
+    # when the person propagates
+    with page.expect_request(
+        lambda r: r.url.endswith("/annotations") and r.method == "POST"
+    ) as sent:
+        page.click("#propagate")
+    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+
+    # then the page opened a new session with the imported mask as its prompt, and propagated it
+    assert page.text_content("#message") == (
+        "The session had ended on the server; it was opened again with your points and"
+        " imported masks."
+    )
+    second = page.get_attribute("#editor", "data-session-id")
+    assert second != first
+    assert sent.value.url == f"{server}/sessions/{second}/annotations"
+    assert json.loads(sent.value.post_data) == given
+    frames = server_annotations(server, second)["frames"]
+    assert [frame["frame_index"] for frame in frames] == list(range(FRAMES))
+    # the engine redoes the prompt's frame from the mask: the box object still
+    assert iou(rle_decode(frames[0]["objects"][0]["mask"]), demo_masks(0)["box"]) >= MIN_IOU
+    followed = [frame["objects"][0]["mask"] for frame in frames[1:]]
+    assert [rle_decode(mask).any() for mask in followed] == [True] * (FRAMES - 1)

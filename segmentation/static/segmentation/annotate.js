@@ -235,11 +235,39 @@ async function showEngine(sessionId) {
 
 async function reopen() {
   await startSession();
+  const given = givenMasks();
+  // The import first: it replaces whatever prompts the session has, and the clicks go on top.
+  if (given.frames.length) await importInto(state.sessionId, given);
   for (const [key, points] of state.points) {
     const [frameIndex, objectId] = key.split(":").map(Number);
     await sendPoints(state.sessionId, frameIndex, objectId, points);
   }
-  say("The session had ended on the server; it was opened again with your points.");
+  const what = given.frames.length ? "your points and imported masks" : "your points";
+  say(`The session had ended on the server; it was opened again with ${what}.`);
+}
+
+// The imported masks without clicks (state.given), as an annotation file: only the lost session
+// held them as prompts, and a new one is given them back from the masks the page shows. Those
+// clicked since have their clicks for a prompt instead.
+function givenMasks() {
+  const frames = new Map();
+  for (const key of state.given) {
+    if (state.points.has(key)) continue;
+    const [frameIndex, objectId] = key.split(":").map(Number);
+    const mask = state.annotations.rle(frameIndex, objectId);
+    if (!mask) continue;
+    if (!frames.has(frameIndex)) frames.set(frameIndex, []);
+    frames.get(frameIndex).push({ object_id: objectId, mask });
+  }
+  return {
+    video: state.video.path,
+    frames: [...frames]
+      .sort(([a], [b]) => a - b)
+      .map(([frameIndex, objects]) => ({
+        frame_index: frameIndex,
+        objects: objects.sort((a, b) => a.object_id - b.object_id),
+      })),
+  };
 }
 
 function keepAlive() {
@@ -490,6 +518,7 @@ function removeObject(objectId) {
   state.annotations.removeObject(objectId);
   state.colours.delete(objectId);
   for (const key of [...state.points.keys()]) if (key.endsWith(`:${objectId}`)) state.points.delete(key);
+  for (const key of [...state.given]) if (key.endsWith(`:${objectId}`)) state.given.delete(key);
   state.objects = state.objects.filter((id) => id !== objectId);
   if (!state.objects.length) addObject();
   if (state.selected === objectId) state.selected = state.objects[0];

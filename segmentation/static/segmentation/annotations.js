@@ -41,6 +41,12 @@ export class Annotations {
     return decoded;
   }
 
+  // The object's mask on the frame as the server sent it, {size, counts}; null if none is held.
+  rle(frameIndex, objectId) {
+    const rle = this.frames.get(frameIndex)?.get(objectId);
+    return rle ? { size: rle.size, counts: rle.counts } : null;
+  }
+
   hasMasks(frameIndex) {
     return [...(this.frames.get(frameIndex)?.values() ?? [])].some((rle) => !rle.empty);
   }
