@@ -200,14 +200,47 @@ async function resume(sessionId) {
   return true;
 }
 
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+// The annotation file this tab last exported or imported on the video, kept so that a session
+// the server lost can start again from it (the tab's clicks alone hold no imported masks, and
+// none of the masks a propagation made).
+function exportKey() {
+  return `annotate:last-export:${state.video.path}`;
+}
+
+function keepExport(data) {
+  try {
+    sessionStorage.setItem(exportKey(), JSON.stringify(data));
+  } catch {
+    // Storage full or refused: Start again then has the tab's clicks only.
+  }
+}
+
+function lastExport() {
+  try {
+    const data = JSON.parse(sessionStorage.getItem(exportKey()));
+    return data?.frames?.length ? data : null;
+  } catch {
+    return null;
+  }
+}
+
 // The session in the address has gone: say so, keep the clicks this tab holds, and offer a new
-// session that gets them (the page does not reopen it by itself, so that a stale address does
-// not silently start work the person did not ask for).
+// session that gets them, after the tab's last export if it has one (the page does not reopen
+// it by itself, so that a stale address does not silently start work the person did not ask
+// for).
 function sessionEnded(sessionId) {
   adoptWork(recall(sessionId));
   const frames = new Set([...state.points.keys()].map((key) => key.split(":")[0])).size;
-  const again = frames
-    ? `Start again to open a new one on this video with your clicks on ${frames} frame${frames > 1 ? "s" : ""}.`
+  const saved = lastExport();
+  const what = [];
+  if (saved) what.push(`your last export (${plural(saved.frames.length, "frame")})`);
+  if (frames) what.push(`your clicks on ${plural(frames, "frame")}`);
+  const again = what.length
+    ? `Start again to open a new one on this video with ${what.join(" and ")}.`
     : "Start again to open a new one on this video.";
   complain(`This page's session has ended on the server (it was idle too long, or the server restarted). ${again}`);
   ui.startAgain.hidden = false;
@@ -217,14 +250,55 @@ function startAgain() {
   ui.startAgain.hidden = true;
   run(async () => {
     await startSession();
-    for (const [key, points] of state.points) {
+    const clicks = new Map(state.points); // the tab's; an export's are given with it
+    const saved = lastExport();
+    if (saved) {
+      await importInto(state.sessionId, saved);
+      adoptExport(saved);
+    }
+    for (const [key, points] of clicks) {
       const [frameIndex, objectId] = key.split(":").map(Number);
       applyMasks(await sendPoints(state.sessionId, frameIndex, objectId, points));
     }
+    renderObjects();
+    drawOverlay();
     updateButtons();
     drawTimeline();
-    say(state.points.size ? "A new session is open, with your clicks." : "A new session is open.");
+    const what = [];
+    if (saved) what.push(`your last export (${plural(saved.frames.length, "frame")})`);
+    if (clicks.size) what.push("your clicks");
+    say(what.length ? `A new session is open, with ${what.join(" and ")}.` : "A new session is open.");
   });
+}
+
+// An annotation file's prompts as the page keeps them: the clicks per "frame:object" in video
+// pixels, and the keys of masks without clicks.
+function promptsOf(data) {
+  const { width, height } = state.video;
+  const points = new Map();
+  const given = new Set();
+  for (const frame of data.frames) {
+    for (const item of frame.objects) {
+      const key = pointKey(frame.frame_index, item.object_id);
+      if (!item.points) given.add(key);
+      else points.set(key, item.points.map(([x, y], i) => ({ x: x * width, y: y * height, label: item.labels[i] })));
+    }
+  }
+  return { points, given };
+}
+
+// Start again from the last export: its masks and prompts, with the tab's clicks over them (they
+// are newer, and are sent after the export's).
+function adoptExport(data) {
+  state.annotations.load(data);
+  const { points, given } = promptsOf(data);
+  for (const [key, clicks] of state.points) points.set(key, clicks);
+  state.points = points;
+  state.given = new Set([...given].filter((key) => !points.has(key)));
+  const objects = new Set([...state.objects, ...state.annotations.objectIds()]);
+  state.objects = [...objects].sort((a, b) => a - b);
+  state.nextObjectId = Math.max(state.nextObjectId, Math.max(...state.objects) + 1);
+  if (!state.objects.includes(state.selected)) state.selected = state.objects[0];
 }
 
 // With inference workers each session has its own (the page was drawn naming none).
@@ -836,8 +910,9 @@ function clicksOf(frameIndex, objectId) {
 
 function exportJson() {
   run(async () => {
-    const data = JSON.stringify(state.annotations.toJSON(clicksOf));
-    download(new Blob([data], { type: "application/json" }), `${stem()}-annotations.json`);
+    const data = state.annotations.toJSON(clicksOf);
+    keepExport(data);
+    download(new Blob([JSON.stringify(data)], { type: "application/json" }), `${stem()}-annotations.json`);
   });
 }
 
@@ -900,16 +975,8 @@ async function importFile(file) {
     await withSession((sessionId) => importInto(sessionId, data));
     state.epoch++;
     state.annotations.load(data);
-    const { width, height } = state.video;
-    state.points.clear();
-    state.given.clear();
-    for (const frame of data.frames) {
-      for (const item of frame.objects) {
-        const key = pointKey(frame.frame_index, item.object_id);
-        if (!item.points) state.given.add(key);
-        else state.points.set(key, item.points.map(([x, y], i) => ({ x: x * width, y: y * height, label: item.labels[i] })));
-      }
-    }
+    ({ points: state.points, given: state.given } = promptsOf(data));
+    keepExport(data);
     resetProgress();
     const ids = state.annotations.objectIds();
     state.objects = ids.length ? ids : [1];
