@@ -14,7 +14,10 @@ its 256x256 logits, applied to ours too). Scenarios: the clicked frame; a forwar
 object; two objects clicked on different frames (forward from frame 0, backward from frame 3,
 then a correction click on a tracked frame and a new forward pass); two objects clicked on one
 frame (tracked as one batch); an object given as a mask (SAM 2's ``add_new_mask``) beside a
-clicked one, propagated, then clicked on a tracked frame and propagated again.
+clicked one, propagated, then clicked on a tracked frame and propagated again; an object given
+by a box (``box=``; ours: the corners labelled 2 and 3 before the clicks, as our API sends
+them), then the box and a click on that frame, propagated, then a box on a tracked frame and
+propagated again.
 
 ``--precision bfloat16`` runs both under bfloat16 autocast with TF32 matrix products, as both
 run on CUDA; ``float32`` runs plain float32 (TF32 off), which checks the logic to rounding.
@@ -49,7 +52,7 @@ CONFIGS = {
 # empty one if it had no result there). This engine keeps each object's own, as SAM 2's current
 # predictor does; the two agree where that makes no difference: one object, or objects clicked
 # on the same frames ("two" and "mask" differ there by design).
-DEFAULT_SCENARIOS = {False: "one,two,batch,mask", True: "one,correction,batch"}
+DEFAULT_SCENARIOS = {False: "one,two,batch,mask,box", True: "one,correction,batch,box"}
 WIDTH, HEIGHT = 480, 360
 LOGIT_SCALE = 30.0
 
@@ -129,24 +132,36 @@ class Pair:
         self.theirs = predictor.init_state(video_path="drawn")
         self.compared: list[dict] = []
 
-    def click(self, frame: int, object_id: int, points: list[tuple[int, int]], labels) -> None:
+    def click(
+        self,
+        frame: int,
+        object_id: int,
+        points: list[tuple[int, int]],
+        labels,
+        box: tuple[int, int, int, int] | None = None,
+    ) -> None:
         # the reference maps pixel x to x / width of its input; the engine maps a normalized u
-        # to u of it (the frontend's normalized clicks): u = x / width is the same click
+        # to u of it (the frontend's normalized clicks): u = x / width is the same click. A box
+        # reaches the engine as our API sends it, two points labelled 2 and 3 before the clicks,
+        # and the reference as its `box=`, which it puts there itself: that order is compared
+        corners = [] if box is None else [box[:2], box[2:]]
         span = (self.frames.width, self.frames.height)
         self.ours.add_points(
             frame_index=frame,
             object_id=object_id,
-            points=[[x / span[0], y / span[1]] for x, y in points],
-            labels=list(labels),
+            points=[[x / span[0], y / span[1]] for x, y in [*corners, *points]],
+            labels=[2, 3][: len(corners)] + list(labels),
         )
+        prompt = {}
+        if points:  # a box alone goes without points, the reference's own box-only path
+            prompt.update(points=np.array(points, np.float32), labels=np.array(labels, np.int32))
+        if box is not None:
+            prompt.update(box=np.array(box, np.float32))
         _, ids, logits = self.predictor.add_new_points_or_box(
-            self.theirs,
-            frame_idx=frame,
-            obj_id=object_id,
-            points=np.array(points, np.float32),
-            labels=np.array(labels, np.int32),
+            self.theirs, frame_idx=frame, obj_id=object_id, **prompt
         )
-        self.compare(f"click f{frame} o{object_id}", frame, ids, logits)
+        kind = "click" if box is None else "box" if not points else "box+click"
+        self.compare(f"{kind} f{frame} o{object_id}", frame, ids, logits)
 
     def add_mask(self, frame: int, object_id: int, mask: np.ndarray) -> None:
         self.ours.add_mask(frame_index=frame, object_id=object_id, mask=mask)
@@ -217,6 +232,24 @@ def scenario_batch(pair: Pair, frames: DrawnFrames, count: int) -> None:
     pair.click(0, 1, [frames.centre(0, 0)], [1])
     pair.click(0, 2, [frames.centre(0, 2)], [1])
     pair.propagate(0, False, count, "batch")
+
+
+def scenario_box(pair: Pair, frames: DrawnFrames, count: int) -> None:
+    """A box alone around disc 0, then the same box with a click inside it (a new prompt on
+    that frame: the box's mask is the mask prompt), a forward pass, then a box on a tracked
+    frame (a correction: the tracked mask is the mask prompt) and a forward pass again."""
+
+    def around(frame: int) -> tuple[int, int, int, int]:
+        (x, y), reach = frames.centre(frame, 0), frames.radius + 8
+        return (x - reach, y - reach, x + reach, y + reach)
+
+    pair.click(0, 1, [], [], box=around(0))
+    x, y = frames.centre(0, 0)
+    pair.click(0, 1, [(x - frames.radius // 2, y)], [1], box=around(0))
+    pair.propagate(0, False, count, "after a box")
+    tracked = min(3, count - 1)  # within the pass, whatever --frames is
+    pair.click(tracked, 1, [], [], box=around(tracked))
+    pair.propagate(0, False, count, "after a box on a tracked frame")
 
 
 def summary(compared: list[dict], margin: float) -> dict:
@@ -296,6 +329,7 @@ def main() -> None:
             "correction": scenario_correction,
             "batch": scenario_batch,
             "mask": scenario_mask,
+            "box": scenario_box,
         }
         names = args.scenarios or DEFAULT_SCENARIOS[args.version == "edgetam"]
         for run in [chosen[name] for name in names.split(",")]:

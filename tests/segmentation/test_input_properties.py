@@ -19,6 +19,7 @@ from segmentation.rle import rle_decode, rle_encode
 from segmentation.services.local_sessions import local_sessions
 from segmentation.services.sessions import session_annotations
 from segmentation.services.uploads import annotations_check
+from tests.segmentation.box_prompts import BoxPrompt, box_prompts
 from tests.segmentation.synthetic import HEIGHT, WIDTH
 
 pytestmark = pytest.mark.django_db
@@ -165,3 +166,61 @@ def test_add_points_takes_any_input_without_harm(
     # None: GraphQL's own type errors; QUERY_TOO_COMPLEX: thousands of points cost too much
     assert codes <= {"BAD_USER_INPUT", "QUERY_TOO_COMPLEX", None}
     assert session_annotations(session_id=session_id) == before
+
+
+BOXED = """mutation($input: AddPointsInput!) {
+  addPoints(input: $input) { frameIndex rleMaskList { objectId rleMask { size counts } } }
+}"""
+
+
+@settings(FIXTURES_ONCE, max_examples=40)
+@given(prompt=box_prompts())
+def test_add_points_with_a_box_answers_as_the_docs_say(
+    client: Client, library_video: str, prompt: BoxPrompt
+) -> None:
+    # given a session with object 1 clicked, so that a refusal has masks to leave alone
+    local_sessions.cache_clear()
+    cache.clear()
+    session_id = graphql(
+        client,
+        "mutation($p: String!) { startSession(input: {path: $p}) { sessionId } }",
+        {"p": library_video},
+    )["data"]["startSession"]["sessionId"]
+    click = {"sessionId": session_id, "frameIndex": 0, "clearOldPoints": True}
+    first = {"objectId": 1, "labels": [1], "points": [[0.5, 0.5]]}
+    graphql(client, BOXED, {"input": click | first})
+    before = session_annotations(session_id=session_id)
+
+    # when object 2 is given the box
+    body = graphql(
+        client,
+        BOXED,
+        {
+            "input": click
+            | {
+                "objectId": 2,
+                "clearOldPoints": prompt.clear_old_points,
+                "labels": prompt.labels,
+                "points": prompt.points,
+            }
+        },
+    )
+
+    # then
+    if prompt.message is None:
+        answer = body["data"]["addPoints"]
+        assert answer["frameIndex"] == 0
+        assert [item["objectId"] for item in answer["rleMaskList"]] == [1, 2]
+        assert [item["rleMask"]["size"] for item in answer["rleMaskList"]] == [[HEIGHT, WIDTH]] * 2
+        return
+    assert body["data"] is None
+    assert [error["message"] for error in body["errors"]] == [prompt.message]
+    assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT"}
+    assert session_annotations(session_id=session_id) == before
+
+
+def graphql(client: Client, query: str, variables: dict) -> dict:
+    response = client.post(
+        "/graphql", {"query": query, "variables": variables}, content_type="application/json"
+    )
+    return response.json()

@@ -1,6 +1,7 @@
 """Both engines on small generated videos and operation sequences (hypothesis): whatever
 the API accepts, no engine operation raises, and every answer is a set of non-overlapping masks
-of the video's size."""
+of the video's size. Boxes among them, valid (down to less than a pixel) or with one fault: a
+faulty one is refused with its own message and changes nothing."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segmentation.engines.base import Engine
+from segmentation.engines.base import Engine, PromptError, VideoState
 from segmentation.engines.classic import ClassicEngine
 from segmentation.engines.frames import FrameSource
 from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options
+from tests.segmentation.box_prompts import box_prompts
 from tests.segmentation.engines.sam2.small import small_checkpoint
 
 
@@ -63,6 +65,7 @@ OPERATION = st.one_of(
         st.lists(st.tuples(POINT, st.integers(0, 1)), min_size=1, max_size=4),
         st.booleans(),
     ),
+    st.tuples(st.just("box"), st.integers(0, 3), st.integers(1, 3), box_prompts()),
     st.tuples(st.just("mask"), st.integers(0, 3), st.integers(1, 3), st.integers(0, 2**16)),
     st.tuples(st.just("clear"), st.integers(0, 3), st.integers(1, 3)),
     st.tuples(st.just("remove"), st.integers(1, 3)),
@@ -117,6 +120,24 @@ def operations_run(engine: Engine, images: np.ndarray, operations) -> None:
                     clear_old_points=not keep,
                 )
             )
+        elif kind == "box":
+            frame, object_id, prompt = arguments
+            frame = frame % len(images)
+            asked = {
+                "frame_index": frame,
+                "object_id": object_id,
+                "points": prompt.points,
+                "labels": prompt.labels,
+                "clear_old_points": prompt.clear_old_points,
+            }
+            if prompt.message is None:
+                answers.append(state.add_points(**asked))
+            else:
+                before = state_seen(state, frame)
+                with pytest.raises(PromptError) as refused:
+                    state.add_points(**asked)
+                assert str(refused.value) == prompt.message
+                assert state_seen(state, frame) == before
         elif kind == "mask":
             frame, object_id, seed = arguments
             given_mask = np.random.default_rng(seed).random(shape) < 0.4
@@ -147,3 +168,14 @@ def operations_run(engine: Engine, images: np.ndarray, operations) -> None:
             if masks:
                 assert np.stack(list(masks.values())).sum(axis=0).max() <= 1
     state.close()
+
+
+def state_seen(state: VideoState, frame: int) -> tuple:
+    """What a refused prompt must leave as it was: the objects, their prompts, and the masks on
+    the frame it was for, in comparable form."""
+    prompts = {
+        object_id: {index: (p.points.tolist(), p.labels.tolist()) for index, p in frames.items()}
+        for object_id, frames in state.prompts.items()
+    }
+    masks = {object_id: mask.tolist() for object_id, mask in state.masks(frame_index=frame).items()}
+    return list(state.object_ids), prompts, masks
