@@ -23,9 +23,11 @@ run: prepare
 	$(BIN)/python -m config.server --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
 
 # The test process's own engine is classic whatever var/models holds (servers the tests start
-# choose from their own folders).
+# choose from their own folders). Most tests wait on servers, browsers and sockets: three
+# pytest-xdist workers keep 2 cores busy (TEST_WORKERS=0 runs them in this one process).
+TEST_WORKERS ?= 3
 test: $(VENV)/.dev-installed vendor/.fetched lint
-	SEGMENTATION_ENGINE=classic $(BIN)/python -m pytest
+	SEGMENTATION_ENGINE=classic $(BIN)/python -m pytest -n $(TEST_WORKERS)
 	@$(MAKE) --no-print-directory test-postgres
 
 # The tests that use the test process's own database, again on PostgreSQL when one is reachable
@@ -33,8 +35,8 @@ test: $(VENV)/.dev-installed vendor/.fetched lint
 TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 test-postgres: $(VENV)/.dev-installed vendor/.fetched
 	@if $(BIN)/python scripts/reachable.py '$(TEST_POSTGRES_URL)'; then \
-		echo "DATABASE_URL=$(TEST_POSTGRES_URL) pytest -m database"; \
-		SEGMENTATION_ENGINE=classic DATABASE_URL='$(TEST_POSTGRES_URL)' $(BIN)/python -m pytest -m database -q; \
+		echo "DATABASE_URL=$(TEST_POSTGRES_URL) pytest -m database -n $(TEST_WORKERS)"; \
+		SEGMENTATION_ENGINE=classic DATABASE_URL='$(TEST_POSTGRES_URL)' $(BIN)/python -m pytest -m database -q -n $(TEST_WORKERS); \
 	else \
 		echo "test-postgres skipped: PostgreSQL is not reachable at $(TEST_POSTGRES_URL)"; \
 	fi

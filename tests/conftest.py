@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,29 @@ def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.
         timeout=timeout,
         check=False,
     )
+
+
+_migrated_template: Path | None = None  # a database migrated once for this test process
+
+
+def migrated(env: dict[str, str]) -> None:
+    """What `manage.py migrate --noinput` gives the database ``env`` names. A new SQLite
+    database under VAR_DIR is a copy of one migrated once for this test process: the command
+    takes about 2 s of a core, and the tests start dozens of servers. Any other database (one
+    that exists, or PostgreSQL) is migrated by the command itself."""
+    global _migrated_template
+    target = Path(env["VAR_DIR"]) / "db.sqlite3"
+    if env.get("DATABASE_URL") or target.exists():
+        done = manage("migrate", "--noinput", env=env)
+        assert done.returncode == 0, done.stderr
+        return
+    if _migrated_template is None:
+        folder = Path(tempfile.mkdtemp(prefix="migrated-"))
+        done = manage("migrate", "--noinput", env=project_env(folder))
+        assert done.returncode == 0, done.stderr
+        _migrated_template = folder / "db.sqlite3"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_migrated_template, target)
 
 
 def server_import(env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -86,8 +110,7 @@ def running_server(
     one), as `make run` does; yields its base URL and stops it on exit. Several servers may
     share a ``var_dir`` (and so a database) with a log each."""
     env = project_env(var_dir, **env_overrides)
-    migrated = manage("migrate", "--noinput", env=env)
-    assert migrated.returncode == 0, migrated.stderr
+    migrated(env)
     log_path = var_dir / log_name
     with log_path.open("w") as log:
         process = subprocess.Popen(
@@ -136,7 +159,7 @@ def server_pid(server: str) -> int:
 def _default_video_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
     var_dir = tmp_path_factory.mktemp("default-video-var")
     env = project_env(var_dir)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
     assert manage("default_video", env=env).returncode == 0
     return var_dir
 
@@ -248,12 +271,16 @@ def evaluation(request: pytest.FixtureRequest) -> dict:
 EVALUATIONS = pytest.StashKey[Evaluations]()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller (or the only process) holds the runs' folder; xdist's workers share it.
+    worker = hasattr(config, "workerinput")
+    config.stash[EVALUATIONS] = Evaluations.for_worker() if worker else Evaluations.for_controller()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.stash[EVALUATIONS].stop()
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    evaluations = session.config.stash[EVALUATIONS] = Evaluations()
-    evaluations.start(session.items)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    evaluations = session.config.stash.get(EVALUATIONS, None)
-    if evaluations is not None:
-        evaluations.stop()
+    session.config.stash[EVALUATIONS].start(session.items)

@@ -19,7 +19,7 @@ from channels_admin.services.playlists import (
     playlist_reload,
 )
 from tests.channels_admin.conftest import m3u
-from tests.conftest import manage, project_env
+from tests.conftest import manage, migrated, project_env
 
 pytestmark = pytest.mark.django_db
 
@@ -330,7 +330,7 @@ def test_command_fails_with_the_reason(playlist_file):
 
 def test_command_line_failure_exits_non_zero_with_the_reason_on_stderr(tmp_path):
     env = project_env(tmp_path, CHANNELS_PLAYLIST_PATH=str(tmp_path / "missing.m3u"))
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
 
     result = manage("reload_playlist", env=env)
 

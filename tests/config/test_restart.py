@@ -12,7 +12,7 @@ from pathlib import Path
 
 import requests
 
-from tests.conftest import ROOT, free_port, manage, project_env, running_server
+from tests.conftest import ROOT, free_port, manage, migrated, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 
 UPLOAD = "mutation($file: Upload!) { uploadVideo(file: $file) { path } }"
@@ -82,7 +82,7 @@ def test_a_reload_killed_half_way_leaves_the_old_list(tmp_path: Path) -> None:
         "#EXTM3U\n#EXTINF:-1,Old one\nhttp://old/1.ts\n#EXTINF:-1,Old two\nhttp://old/2.ts\n"
     )
     env = project_env(tmp_path, CHANNELS_PLAYLIST_PATH=str(playlist))
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
     assert manage("reload_playlist", env=env).returncode == 0
     database = tmp_path / "db.sqlite3"
     before = channel_names(database)

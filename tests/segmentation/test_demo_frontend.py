@@ -16,7 +16,7 @@ import requests
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
 from tests.config.test_scale_out import needs_redis
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import manage, migrated, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_propagation_stream import parts
 from tests.segmentation.test_workers import worker_running, worker_settings
@@ -72,7 +72,7 @@ def server(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     var = tmp_path_factory.mktemp("frontend-var")
     extra = worker_settings() if request.param == "workers" else {}
     env = project_env(var, **extra)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
     assert manage("default_video", env=env).returncode == 0
     with contextlib.ExitStack() as stack:
         if extra:

@@ -13,7 +13,7 @@ import requests
 
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import manage, migrated, project_env, running_server
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 
 LONG_FRAMES = 240
@@ -26,7 +26,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     write_mp4(make_video(12), videos / "short.mp4")
     write_mp4(make_video(LONG_FRAMES), videos / "long.mp4")
     env = project_env(var)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
     imported = manage("import_videos", str(videos), env=env)
     assert imported.returncode == 0, imported.stderr
     with running_server(var) as base_url:

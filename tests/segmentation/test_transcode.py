@@ -7,7 +7,7 @@ import pytest
 
 from segmentation.engines.frames import VideoFileFrames
 from segmentation.transcode import MediaError, VideoInfo, probe, transcode
-from tests.conftest import manage, project_env
+from tests.conftest import manage, migrated, project_env
 from tests.segmentation.synthetic import Video, make_video, write_mp4
 
 
@@ -87,7 +87,7 @@ def test_import_videos_command(video_file: Path, tmp_path: Path) -> None:
     (folder / "broken.mov").write_text("not a video")
     (folder / "readme.txt").write_text("ignored")
     env = project_env(tmp_path / "var")
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
 
     result = manage("import_videos", str(folder), env=env)
 

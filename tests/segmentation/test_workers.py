@@ -24,7 +24,7 @@ from segmentation.errors import TooManySessions
 from segmentation.workers.client import WorkerClient
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from tests.config.test_scale_out import REDIS_URL, needs_redis
-from tests.conftest import ROOT, manage, project_env, running_server
+from tests.conftest import ROOT, manage, migrated, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_propagation_stream import (
     click,
@@ -120,7 +120,7 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str]
     extra = worker_settings(MAX_SESSIONS="16")
     prefix = extra["SEGMENTATION_WORKERS_PREFIX"]
     env = project_env(var, **extra)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
     imported = manage("import_videos", str(videos), env=env)
     assert imported.returncode == 0, imported.stderr
     workers = Workers(var, env)

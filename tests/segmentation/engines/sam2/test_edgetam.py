@@ -13,7 +13,7 @@ from segmentation.engines.sam2.config import MODEL_SIZES
 from segmentation.engines.sam2.engine import Sam2Engine
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.rle import rle_decode
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import manage, migrated, project_env, running_server
 from tests.segmentation.engines.sam2.small import SMALL_EDGETAM, small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, start_session
@@ -69,7 +69,7 @@ def test_the_official_layout_in_the_models_folder_answers_by_default(
     write_mp4(make_video(4), videos / "short.mp4")
     settings = {"SAM2_PRECISION": "float32"}
     env = project_env(var, **settings)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
     assert manage("import_videos", str(videos), env=env).returncode == 0
 
     # when the server starts and a click arrives

@@ -16,7 +16,7 @@ from segmentation.engines import EngineConfigError, engine_create, engine_option
 from segmentation.engines.sam2.engine import Sam2Engine
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
-from tests.conftest import manage, project_env, running_server, server_import
+from tests.conftest import manage, migrated, project_env, running_server, server_import
 from tests.segmentation.engines.sam2.small import small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video, make_video, write_davis, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, parts, propagate, start_session
@@ -208,7 +208,7 @@ def server(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     write_mp4(make_video(12), videos / "short.mp4")
     settings = {"SEGMENTATION_ENGINE": "sam2", "SAM2_CHECKPOINT": str(checkpoint)}
     env = project_env(var, **settings)
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    migrated(env)
     imported = manage("import_videos", str(videos), env=env)
     assert imported.returncode == 0, imported.stderr
     with running_server(var, **settings) as base_url:

@@ -21,7 +21,7 @@ from segmentation.engines.sam2.config import MODEL_SIZES
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.services import sam2_weights
 from segmentation.services.sam2_weights import CHUNK, WeightsError, weights_fetch, weights_list
-from tests.conftest import manage, project_env, running_server, server_import
+from tests.conftest import manage, migrated, project_env, running_server, server_import
 from tests.segmentation.engines.sam2.small import small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, start_session
@@ -381,7 +381,7 @@ def test_fetched_by_name_the_server_segments_with_it(upstream: Upstream, tmp_pat
         "SAM2_CHECKPOINT": "tiny",
         "SAM2_PRECISION": "float32",
     }
-    assert manage("migrate", "--noinput", env=project_env(var, **settings)).returncode == 0
+    migrated(project_env(var, **settings))
     assert manage("import_videos", str(videos), env=project_env(var, **settings)).returncode == 0
     with running_server(var, **settings) as server:
         assert requests.get(f"{server}/healthz", timeout=10).json()["engine"] == "sam2"
