@@ -244,7 +244,10 @@ async def test_when_every_source_fails_each_is_retried_after_its_backoff_then_on
         opened = [c.opened for c in origin.of(path)]
         gaps = [later - earlier for earlier, later in itertools.pairwise(opened)]
         backoffs = [min(0.2 * 2**n, 1.0) for n in range(len(gaps))]
-        assert all(gap >= backoff - 0.02 for gap, backoff in zip(gaps, backoffs, strict=True)), (
+        # The origin sees a connection when it accepts it, a little after the hub opened it: a
+        # gap falls short of its backoff by the earlier connection's delay, which reached 24 ms
+        # with the suite's workers sharing 2 cores. An immediate retry would be 0.2 s short.
+        assert all(gap >= backoff - 0.1 for gap, backoff in zip(gaps, backoffs, strict=True)), (
             path,
             gaps,
         )
