@@ -24,10 +24,12 @@ run: prepare
 
 # The test process's own engine is classic whatever var/models holds (servers the tests start
 # choose from their own folders). Most tests wait on servers, browsers and sockets: three
-# pytest-xdist workers keep 2 cores busy (TEST_WORKERS=0 runs them in this one process).
+# pytest-xdist workers keep 2 cores busy (TEST_WORKERS=0 runs them in this one process), and
+# with every core taken NumPy's OpenBLAS gets one thread in each process (a second one spends
+# CPU waiting on memory in the classic engine's thin matrix products).
 TEST_WORKERS ?= 3
 test: $(VENV)/.dev-installed vendor/.fetched lint
-	SEGMENTATION_ENGINE=classic $(BIN)/python -m pytest -n $(TEST_WORKERS)
+	SEGMENTATION_ENGINE=classic OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS)
 	@$(MAKE) --no-print-directory test-postgres
 
 # The tests that use the test process's own database, again on PostgreSQL when one is reachable
