@@ -164,7 +164,7 @@ def test_imported_masks_are_given_to_a_session_reopened_after_it_ended(
     given = given_file(tmp_path / "given.json")
     page.set_input_files("#import-file", str(tmp_path / "given.json"))
     expect(page.locator("#message")).to_have_text(
-        "Imported the masks and clicks of 1 frames from given.json."
+        "Imported the masks and clicks of 1 frame from given.json."
     )
     close_session(server, first)
 
@@ -227,3 +227,24 @@ def test_start_again_starts_from_the_last_export_then_the_tabs_clicks(
     assert [item["labels"] for item in frames[1]["objects"]] == [[1]]
     assert page.text_content("#objects li .object-pick") == "Object 1 · clicked on 2 frames"
     assert page.get_attribute("#timeline", "data-anchors") == "0,20"
+
+
+def test_clear_frame_forgets_an_imported_mask_as_it_forgets_clicks(
+    server, page, tmp_path: Path
+) -> None:
+    # given a masks-only file imported: its mask is the frame's prompt
+    session_id = open_default_video(server, page)
+    given_file(tmp_path / "given.json")
+    page.set_input_files("#import-file", str(tmp_path / "given.json"))
+    expect(page.locator("#message")).to_have_text(
+        "Imported the masks and clicks of 1 frame from given.json."
+    )
+    expect(page.locator("#propagate")).to_be_enabled()
+
+    # when the person clears the frame
+    page.click("#clear-frame")
+
+    # then the mask is gone from the page and the session, and nothing is left to propagate
+    expect(page.locator("#timeline")).to_have_attribute("data-masked", "0")
+    expect(page.locator("#propagate")).to_be_disabled()
+    assert server_annotations(server, session_id)["frames"] == []

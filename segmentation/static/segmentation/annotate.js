@@ -725,10 +725,15 @@ async function sendPoints(sessionId, frameIndex, objectId, points) {
 // The page's own state changes at once, in the order of the person's actions; the server's
 // follows in the queue.
 
+// The frame's prompts go, clicks and imported masks alike (the server forgets both).
 function clearFrame() {
   const frameIndex = state.frameIndex;
-  const objectIds = state.objects.filter((id) => state.points.has(pointKey(frameIndex, id)));
-  for (const objectId of objectIds) state.points.delete(pointKey(frameIndex, objectId));
+  const prompted = (id) => state.points.has(pointKey(frameIndex, id)) || state.given.has(pointKey(frameIndex, id));
+  const objectIds = state.objects.filter(prompted);
+  for (const objectId of objectIds) {
+    state.points.delete(pointKey(frameIndex, objectId));
+    state.given.delete(pointKey(frameIndex, objectId));
+  }
   renderObjects();
   drawOverlay();
   drawTimeline();
@@ -987,7 +992,7 @@ async function importFile(file) {
     drawTimeline();
     remember();
     updateButtons();
-    say(`Imported the masks and clicks of ${data.frames.length} frames from ${file.name}.`);
+    say(`Imported the masks and clicks of ${plural(data.frames.length, "frame")} from ${file.name}.`);
   });
 }
 
