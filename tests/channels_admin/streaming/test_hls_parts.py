@@ -100,6 +100,11 @@ def test_a_wrong_key_is_an_error_that_says_so():
         segment_decrypt(sealed, bytes(16), sequence_iv(1))
 
 
+# How late a wake-up may come: the suite's other workers share the cores (one came 67 ms late),
+# and a pacer off by a slice or more is later still.
+SLACK = 0.15
+
+
 async def released(pacer: Pacer, data: bytes, duration: float) -> list[tuple[float, bytes]]:
     """Each chunk the pacer gives out, with when (monotonic seconds)."""
     return [(time.monotonic(), piece) async for piece in pacer.release(data, duration)]
@@ -111,7 +116,7 @@ async def test_the_joins_segments_go_out_whole_at_once():
     pieces = [piece for segment in segments for piece in await released(pacer, segment, 1.0)]
 
     assert [piece for _, piece in pieces] == segments
-    assert all(at - started < 0.05 for at, _ in pieces)
+    assert all(at - started < SLACK for at, _ in pieces)
 
 
 async def test_a_later_live_segment_is_spread_over_most_of_its_duration():
@@ -123,7 +128,7 @@ async def test_a_later_live_segment_is_spread_over_most_of_its_duration():
     assert b"".join(piece for _, piece in pieces) == segment
     # slice k when k quarters of SPREAD of 0.4 s have passed, never before
     lateness = [at - started - SPREAD * 0.1 * k for k, (at, _) in enumerate(pieces)]
-    assert all(0 <= late < 0.05 for late in lateness), lateness
+    assert all(0 <= late < SLACK for late in lateness), lateness
 
 
 DUE = [0.0, 0.1, 0.2, 0.3, 0.4]
@@ -137,6 +142,6 @@ async def test_media_ahead_of_the_clock_goes_out_at_the_pace_of_its_duration():
 
     assert [len(piece) for _, piece in pieces] == [65424, 65612, 65424, 65616, 188]
     assert b"".join(piece for _, piece in pieces[:4]) == segment
-    # each slice when its media is due, never before (and not much later: nothing else runs)
+    # each slice when its media is due, never before (a pacer at half speed would be 0.3 s late)
     lateness = [at - started - due for (at, _), due in zip(pieces, DUE, strict=True)]
-    assert all(0 <= late < 0.05 for late in lateness), lateness
+    assert all(0 <= late < SLACK for late in lateness), lateness
