@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -65,6 +66,7 @@ def migrated(env: dict[str, str]) -> None:
         return
     if _migrated_template is None:
         folder = Path(tempfile.mkdtemp(prefix="migrated-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         done = manage("migrate", "--noinput", env=project_env(folder))
         assert done.returncode == 0, done.stderr
         _migrated_template = folder / "db.sqlite3"
