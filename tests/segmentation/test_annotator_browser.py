@@ -109,9 +109,11 @@ def test_click_propagate_cancel_play_export_import(server, page, tmp_path: Path)
     assert page.get_attribute("#switch-engine", "href") == "/docs/engines.md"
     page.shot("editor")
 
-    # a click on the blue box of frame 0 gives a mask, drawn where the server's mask is
+    # a click on the blue box of frame 0 gives a mask, drawn where the server's mask is (its
+    # answer awaited: the click's own disc, drawn at once, has edge pixels of the fill's alpha)
     click = (256, 216)
-    click_at(page, *click)
+    with page.expect_response(is_add_points):
+        click_at(page, *click)
     page.wait_for_function("() => !document.getElementById('propagate').disabled")
     page.wait_for_function(
         f"""() => document.getElementById("overlay").getContext("2d")
