@@ -1,23 +1,23 @@
 """The ``sam2`` engine against SAM 2's own video predictor: the same weights, frames and clicks.
 
     PYTHONPATH=<where sam2==1.1.0 is> .venv/bin/python benchmarks/sam2_parity.py
-        [--device cuda] [--precision bfloat16|float32] [--version 2.1|2.0] [--frames 8]
+        [--device cuda] [--precision bfloat16|float32] [--version 2.1|2.0|edgetam]
+        [--size tiny|small|base_plus|large] [--frames 8]
 
 The official package (``sam2==1.1.0``) is not a dependency of this project: install it in a
-throwaway environment (``SAM2_BUILD_CUDA=0`` is enough) and put it on ``PYTHONPATH``. Its tiny
-model is built with random weights (seeded; the object-score head leans towards "object
-present" so that objects are seen, and the mask head's last layer is scaled so that logits
-reach the size a trained model's do), saved in the official layout and loaded here from that
-file. Both get the same normalized 1024x1024 frames of a drawn 480x360 video and the same
-clicks, and answer at the video's resolution (the official predictor's bilinear upsampling of
-its 256x256 logits, applied to ours too). Scenarios: the clicked frame; a forward pass with one
-object; two objects clicked on different frames (forward from frame 0, backward from frame 3,
-then a correction click on a tracked frame and a new forward pass); two objects clicked on one
-frame (tracked as one batch); an object given as a mask (SAM 2's ``add_new_mask``) beside a
-clicked one, propagated, then clicked on a tracked frame and propagated again; an object given
-by a box (``box=``; ours: the corners labelled 2 and 3 before the clicks, as our API sends
-them), then the box and a click on that frame, propagated, then a box on a tracked frame and
-propagated again.
+throwaway environment (``SAM2_BUILD_CUDA=0`` is enough) and put it on ``PYTHONPATH``. Its model of
+``--size`` (tiny by default; EdgeTAM has one size) is built with random weights (seeded; the
+object-score head leans towards "object present" so that objects are seen, and the mask head's last
+layer is scaled so that logits reach the size a trained model's do), saved in the official layout
+and loaded here from that file. Both get the same normalized 1024x1024 frames of a drawn 480x360
+video and the same clicks, and answer at the video's resolution (the official predictor's bilinear
+upsampling of its 256x256 logits, applied to ours too). Scenarios: the clicked frame; a forward
+pass with one object; two objects clicked on different frames (forward from frame 0, backward from
+frame 3, then a correction click on a tracked frame and a new forward pass); two objects clicked on
+one frame (tracked as one batch); an object given as a mask (SAM 2's ``add_new_mask``) beside a
+clicked one, propagated, then clicked on a tracked frame and propagated again; an object given by a
+box (``box=``; ours: the corners labelled 2 and 3 before the clicks, as our API sends them), then
+the box and a click on that frame, propagated, then a box on a tracked frame and propagated again.
 
 ``--precision bfloat16`` runs both under bfloat16 autocast with TF32 matrix products, as both
 run on CUDA; ``float32`` runs plain float32 (TF32 off), which checks the logic to rounding.
@@ -43,10 +43,11 @@ from benchmarks.sam2_speed import DrawnFrames, edgetam_prepared, model_inputs
 from segmentation.engines.sam2.engine import Sam2Engine, Sam2Options
 
 CONFIGS = {
-    "2.1": "configs/sam2.1/sam2.1_hiera_t.yaml",
-    "2.0": "configs/sam2/sam2_hiera_t.yaml",
+    "2.1": "configs/sam2.1/sam2.1_hiera_{}.yaml",
+    "2.0": "configs/sam2/sam2_hiera_{}.yaml",
     "edgetam": "configs/edgetam.yaml",
 }
+SIZES = {"tiny": "t", "small": "s", "base_plus": "b+", "large": "l"}
 # EdgeTAM's predictor is SAM 2's of before December 2024: one memory bank for all objects, so
 # that an object clicked on a frame gives every other object a conditioning frame there (an
 # empty one if it had no result there). This engine keeps each object's own, as SAM 2's current
@@ -57,7 +58,9 @@ WIDTH, HEIGHT = 480, 360
 LOGIT_SCALE = 30.0
 
 
-def official_predictor(version: str, device: torch.device, checkpoint: Path | None):
+def official_predictor(
+    version: str, device: torch.device, checkpoint: Path | None, size: str = "tiny"
+):
     from sam2.build_sam import build_sam2_video_predictor
 
     if version == "edgetam":
@@ -74,7 +77,7 @@ def official_predictor(version: str, device: torch.device, checkpoint: Path | No
         "++model.add_all_frames_to_correct_as_cond=true",
     ]
     return build_sam2_video_predictor(
-        CONFIGS[version],
+        CONFIGS[version].format(SIZES[size]),
         str(checkpoint) if checkpoint else None,
         device=device,
         apply_postprocessing=False,
@@ -82,9 +85,9 @@ def official_predictor(version: str, device: torch.device, checkpoint: Path | No
     )
 
 
-def random_official_checkpoint(version: str, path: Path) -> Path:
+def random_official_checkpoint(version: str, path: Path, size: str = "tiny") -> Path:
     torch.manual_seed(0)
-    model = official_predictor(version, torch.device("cpu"), None)
+    model = official_predictor(version, torch.device("cpu"), None, size)
     with torch.no_grad():
         for norm in model.modules():  # EdgeTAM's trunk: batch norms with statistics to fold
             if isinstance(norm, torch.nn.BatchNorm2d):
@@ -294,6 +297,7 @@ def main() -> None:
         "--ours", default="", help="our precision (auto, float32, bfloat16); default: --precision"
     )
     parser.add_argument("--version", default="2.1", choices=list(CONFIGS))
+    parser.add_argument("--size", default="tiny", choices=list(SIZES))
     parser.add_argument("--frames", type=int, default=8)
     parser.add_argument("--margin", type=float, default=1.0)
     parser.add_argument("--scenarios", default="")
@@ -306,8 +310,9 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = low
     frames = DrawnFrames(max(args.frames, 8), WIDTH, HEIGHT, 24.0)
     with tempfile.TemporaryDirectory() as folder:
-        checkpoint = random_official_checkpoint(args.version, Path(folder) / "official.pt")
-        predictor = official_predictor(args.version, device, checkpoint)
+        path = Path(folder) / "official.pt"
+        checkpoint = random_official_checkpoint(args.version, path, args.size)
+        predictor = official_predictor(args.version, device, checkpoint, args.size)
         options = Sam2Options(
             checkpoint=str(checkpoint),
             device=args.device,
@@ -342,6 +347,7 @@ def main() -> None:
         precision=args.precision,
         ours=engine.describe(),
         version=args.version,
+        size="edgetam" if args.version == "edgetam" else args.size,
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         torch=torch.__version__,
         margin=args.margin,

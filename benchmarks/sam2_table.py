@@ -77,7 +77,10 @@ def cell_env(size: str, impl: str, args: argparse.Namespace) -> dict[str, str]:
         paths = [folder / "sam2-1.1.0", folder / "deps"]
         if size == "edgetam":
             paths = [folder / "edgetam", folder / "deps", folder / "standin"]
-        env["PYTHONPATH"] = ":".join(str(path) for path in paths)
+        # in front of what is there (this project's dependencies, where they are not in the
+        # interpreter's own site-packages)
+        inherited = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+        env["PYTHONPATH"] = ":".join([*(str(path) for path in paths), *inherited])
     return env
 
 

@@ -14,18 +14,18 @@ from segmentation.engines.sam2.engine import Sam2Engine
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.rle import rle_decode
 from tests.conftest import manage, migrated, project_env, running_server
+from tests.segmentation.engines.sam2.conftest import DEVICES
 from tests.segmentation.engines.sam2.small import SMALL_EDGETAM, small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, start_session
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Sam2Engine:
+@pytest.fixture(scope="module", params=DEVICES)
+def engine(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Sam2Engine:
     path = tmp_path_factory.mktemp("edgetam") / "small.pt"
     checkpoint = small_checkpoint(path, config=SMALL_EDGETAM)
-    return engine_create(
-        "sam2", {"checkpoint": str(checkpoint), "device": "cpu", "precision": "float32"}
-    )
+    options = {"checkpoint": str(checkpoint), "device": request.param, "precision": "float32"}
+    return engine_create("sam2", options)
 
 
 def test_three_objects_propagate_together_as_one_batch(engine: Sam2Engine, frames) -> None:

@@ -17,6 +17,7 @@ from segmentation.engines.sam2.engine import Sam2Engine
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
 from tests.conftest import manage, migrated, project_env, running_server, server_import
+from tests.segmentation.engines.sam2.conftest import DEVICES
 from tests.segmentation.engines.sam2.small import small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video, make_video, write_davis, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, parts, propagate, start_session
@@ -27,9 +28,9 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return small_checkpoint(tmp_path_factory.mktemp("sam2") / "small.pt")
 
 
-@pytest.fixture(scope="module")
-def engine(checkpoint: Path) -> Sam2Engine:
-    return engine_create("sam2", {"checkpoint": str(checkpoint), "device": "cpu"})
+@pytest.fixture(scope="module", params=DEVICES)
+def engine(checkpoint: Path, request: pytest.FixtureRequest) -> Sam2Engine:
+    return engine_create("sam2", {"checkpoint": str(checkpoint), "device": request.param})
 
 
 @pytest.fixture
@@ -279,3 +280,26 @@ def test_a_given_mask_is_the_frames_result_and_an_anchor(sam2_state, video: Vide
     assert np.array_equal(steps[2][1], masks[1])
     assert sorted(steps) == list(range(len(video.masks)))
     assert all(step[1].shape == (HEIGHT, WIDTH) for step in steps.values())
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="this machine has no CUDA device")
+def test_a_gpu_tracks_as_the_cpu_does(checkpoint: Path, frames) -> None:
+    # given the same checkpoint in float32 on both devices (the GPU's matrix products in TF32)
+    def tracked(device: str) -> dict[int, dict[int, np.ndarray]]:
+        options = {"checkpoint": str(checkpoint), "device": device, "precision": "float32"}
+        state = engine_create("sam2", options).open(frames)
+        state.add_points(frame_index=4, object_id=1, points=[[0.3, 0.5]], labels=[1])
+        state.add_points(frame_index=4, object_id=2, points=[[0.7, 0.45]], labels=[1])
+        masks = dict(state.propagate(start_frame_index=4))
+        state.close()
+        return masks
+
+    # when both propagate the same clicks
+    on_cpu, on_gpu = tracked("cpu"), tracked("cuda")
+
+    # then every frame's masks agree but for rounding at their edges
+    assert sorted(on_gpu) == sorted(on_cpu) == list(range(12))
+    for index, masks in on_cpu.items():
+        for object_id, mask in masks.items():
+            agree = (mask == on_gpu[index][object_id]).mean()
+            assert agree >= 0.995, (index, object_id, agree)

@@ -1,5 +1,5 @@
-"""Small holes found on the device agree with OpenCV's connected components, which finds
-them on the host."""
+"""Small holes found on the device (each device this machine has) agree with OpenCV's
+connected components, which finds them on the host."""
 
 from __future__ import annotations
 
@@ -24,38 +24,42 @@ def holes_by_opencv(background: np.ndarray, max_area: int) -> np.ndarray:
     return np.isin(labels, small[small > 0]) & background
 
 
-def test_a_diagonal_of_max_area_pixels_is_one_hole_and_one_more_is_not() -> None:
+def on(device: torch.device, background: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(background).to(device)
+
+
+def test_a_diagonal_of_max_area_pixels_is_one_hole_and_one_more_is_not(device) -> None:
     background = np.zeros((1, 1, 20, 20), bool)
     for k in range(8):  # 8 pixels, 7 steps corner to corner
         background[0, 0, 2 + k, 2 + k] = True
     for k in range(9):
         background[0, 0, 2 + k, 12] = True
 
-    holes = small_holes(torch.from_numpy(background), 8).numpy()[0, 0]
+    holes = small_holes(on(device, background), 8).cpu().numpy()[0, 0]
 
     assert holes.sum() == 8
     assert holes[2:10, 2:10].diagonal().all()
     assert not holes[:, 12].any()
 
 
-def test_a_large_component_is_never_a_hole_though_split_into_small_labels() -> None:
+def test_a_large_component_is_never_a_hole_though_split_into_small_labels(device) -> None:
     # a 1-pixel-wide ring of 76 pixels: after 7 steps its labels are still many small runs
     background = np.zeros((1, 1, 24, 24), bool)
     background[0, 0, 2, 2:22] = background[0, 0, 21, 2:22] = True
     background[0, 0, 2:22, 2] = background[0, 0, 2:22, 21] = True
 
-    holes = small_holes(torch.from_numpy(background), 8)
+    holes = small_holes(on(device, background), 8)
 
     assert not holes.any()
 
 
 @pytest.mark.parametrize("max_area", [1, 8, 20])
-def test_random_masks_agree_with_opencv(max_area: int) -> None:
+def test_random_masks_agree_with_opencv(max_area: int, device) -> None:
     rng = np.random.default_rng(7)
     for density in (0.2, 0.45, 0.6, 0.8):
         background = rng.random((3, 1, 48, 64)) < density
 
-        holes = small_holes(torch.from_numpy(background), max_area).numpy()
+        holes = small_holes(on(device, background), max_area).cpu().numpy()
 
         for index in range(3):
             expected = holes_by_opencv(background[index, 0], max_area)
@@ -74,8 +78,8 @@ def test_on_the_host_the_same_holes_are_found(max_area: int) -> None:
         assert torch.equal(on_host, small_holes(background, max_area)), density
 
 
-def test_holes_filled_sets_only_the_holes() -> None:
-    logits = torch.full((1, 1, 8, 8), 5.0)
+def test_holes_filled_sets_only_the_holes(device) -> None:
+    logits = torch.full((1, 1, 8, 8), 5.0, device=device)
     logits[0, 0, 3, 3] = -2.0  # a one-pixel hole
     logits[0, 0, :, 6:] = -4.0  # a background strip of 16 pixels
 

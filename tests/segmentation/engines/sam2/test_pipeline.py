@@ -1,5 +1,6 @@
-"""The work around the ``sam2`` model: frames prepared ahead, masks finished behind (on the
-CPU; the GPU's streams and pinned copies are measured by benchmarks/sam2_host.py)."""
+"""The work around the ``sam2`` model: frames prepared ahead, masks finished behind, on each
+device this machine has (on CUDA: the side streams, the events and the pinned copies; their
+speed is measured by benchmarks/sam2_host.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import torch
 
 from segmentation.engines.frames import FrameSource
 from segmentation.engines.sam2.pipeline import IMAGE_MEAN, IMAGE_STD, FramesAhead, MasksBehind
-
-CPU = torch.device("cpu")
 
 
 class PlainFrames(FrameSource):
@@ -39,13 +38,13 @@ def normalized(colour: tuple[int, int, int]) -> torch.Tensor:
     return pixels.view(1, 3, 1, 1).expand(1, 3, 16, 16)
 
 
-def test_a_frame_prepared_ahead_is_decoded_in_the_background_and_normalized() -> None:
+def test_a_frame_prepared_ahead_is_decoded_in_the_background_and_normalized(device) -> None:
     frames = PlainFrames()
-    ahead = FramesAhead(frames, 16, CPU)
+    ahead = FramesAhead(frames, 16, device)
 
     ahead.fetch(5)
-    prepared = ahead.take(5)
-    now = ahead.take(6)  # not fetched: prepared on this thread
+    prepared = ahead.take(5).cpu()
+    now = ahead.take(6).cpu()  # not fetched: prepared on this thread
     ahead.close()
 
     assert (prepared.shape, now.shape) == ((1, 3, 16, 16), (1, 3, 16, 16))
@@ -54,8 +53,26 @@ def test_a_frame_prepared_ahead_is_decoded_in_the_background_and_normalized() ->
     assert frames.decoded_in == ["sam2-frames", "MainThread"]
 
 
-def test_masks_go_to_the_object_with_the_highest_positive_logit() -> None:
-    behind = MasksBehind(4, 4, CPU)
+def test_frames_fetched_ahead_and_forgotten_are_each_their_own(device) -> None:
+    # the propagation asks for the next frame while it works on this one, and sometimes goes
+    # elsewhere: each frame taken is its own, whether prepared ahead, dropped, or prepared now
+    frames = PlainFrames()
+    ahead = FramesAhead(frames, 16, device)
+
+    taken = {}
+    for index in (0, 1, 2, 3, 4, 5, 6):
+        ahead.fetch(index)
+        ahead.fetch(7 - index)  # more than AHEAD in flight: the oldest is forgotten
+        taken[index] = ahead.take(index)
+    ahead.close()
+
+    for index, image in taken.items():
+        expected = normalized((index, 2 * index, 3 * index))
+        assert torch.allclose(image.cpu(), expected, rtol=0, atol=1e-6), index
+
+
+def test_masks_go_to_the_object_with_the_highest_positive_logit(device) -> None:
+    behind = MasksBehind(4, 4, device)
     top = torch.tensor([[5.0, 5.0], [-5.0, -5.0]]).view(1, 1, 2, 2)  # rows 5, 2.5, -2.5, -5
     everywhere = torch.full((1, 1, 2, 2), 3.0)
 
@@ -69,8 +86,29 @@ def test_masks_go_to_the_object_with_the_highest_positive_logit() -> None:
     assert masks[3].tolist() == np.zeros((4, 4), bool).tolist()
 
 
-def test_no_logits_give_empty_masks() -> None:
-    behind = MasksBehind(2, 3, CPU)
+def test_masks_finished_while_the_next_frames_are_launched_are_each_their_own(device) -> None:
+    # each frame's masks are launched before the previous frame's have reached the host, and
+    # the logits they came from are overwritten at once, as the model's next frame does
+    behind = MasksBehind(48, 64, device)
+    logits = torch.empty(1, 1, 12, 16, device=device)
+    pending = []
+    cells = torch.arange(12 * 16, device=device).view(1, 1, 12, 16)
+    for frame in range(24):  # frame f: its first 8 f cells in raster order are the object
+        logits.copy_(torch.where(cells < 8 * frame, 10.0, -10.0))
+        pending.append(behind.finish({1: logits}))
+        logits.fill_(-1.0)
+    masks = [future.result()[1] for future in pending]
+    behind.close()
+
+    for frame, mask in enumerate(masks):
+        expected = np.arange(12 * 16).reshape(12, 16) < 8 * frame
+        assert mask.shape == (48, 64)
+        # upsampled 4 times, the pixel nearest each cell's centre has the cell's sign
+        assert mask[2::4, 2::4].tolist() == expected.tolist(), frame
+
+
+def test_no_logits_give_empty_masks(device) -> None:
+    behind = MasksBehind(2, 3, device)
 
     masks = behind.finish({7: None}).result()
     behind.close()

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# One lease of a GPU machine, prepared ahead: the sam2 engine's tests on CUDA, parity with the
+# official predictors, the launching thread's time, and the speed table (docs/benchmarks.md,
+# "SAM 2 on a GPU"). Such a machine is lent for minutes and has no network, so everything it
+# needs travels with the working tree:
+#
+#   .whl/       this project's dependencies as wheels for the machine's Python (and pytest), less
+#               what its image already has (torch, numpy, OpenCV, timm, torchvision...)
+#   .official/  the official code: sam2-1.1.0/ (SAM 2's sources), edgetam/ (edgetam-dimos 1.0.1,
+#               also importable as sam2) and deps/ (hydra-core, omegaconf, antlr4, iopath),
+#               laid out as benchmarks/official_env.py lays them out
+#
+#   bash benchmarks/gpu_session.sh check    # tests, parity, host time, 1-object table (~6 min)
+#   bash benchmarks/gpu_session.sh table    # 3-object table, compiled cells (~5 min)
+#
+# Each step's log and JSON lines are packed into $OUT/logs-PHASE.tgz (only a few files come back
+# from $OUT) as it ends, so that a lease cut short still returns what was done.
+set -u
+phase=${1:?check or table}
+OUT=${OUT:-/tmp/gpu-out}
+WORK=/tmp/gpu-work
+WHEELS=${WHEELS:-.whl}
+OFFICIAL=$(realpath "${OFFICIAL:-.official}")
+mkdir -p "$OUT" "$WORK"
+export PYTHONUNBUFFERED=1
+
+packed() {  # the logs so far, into $OUT (renamed into place: steps end side by side)
+    tar czf "$WORK.$BASHPID.tgz" -C "$WORK" . && mv "$WORK.$BASHPID.tgz" "$OUT/logs-$phase.tgz"
+}
+
+step() {  # step NAME SECONDS COMMAND...: run it, keep its log, say how it went
+    local name=$1 limit=$2
+    shift 2
+    local started=$SECONDS
+    timeout "$limit" "$@" >"$WORK/$name.log" 2>&1
+    local rc=$?
+    echo "== $name: rc $rc in $((SECONDS - started)) s"
+    tail -n 4 "$WORK/$name.log"
+    packed
+}
+
+if [ ! -d /tmp/site ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+        "$WHEELS"/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site
+SAM2_PATH="$OFFICIAL/sam2-1.1.0:$OFFICIAL/deps:/tmp/site"
+EDGETAM_PATH="$OFFICIAL/edgetam:$OFFICIAL/deps:/tmp/site"
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    python3 -c "import sys, torch, timm; print(sys.version, torch.__version__, torch.version.cuda, timm.__version__)"
+    nproc
+} >"$WORK/machine.txt" 2>&1
+cat "$WORK/machine.txt"
+
+parity() {  # parity VERSION SIZE PRECISION
+    local path=$SAM2_PATH
+    [ "$1" = edgetam ] && path=$EDGETAM_PATH
+    PYTHONPATH=$path timeout 150 python3 benchmarks/sam2_parity.py --device cuda \
+        --version "$1" --size "$2" --precision "$3" >"$WORK/parity-$1-$2-$3.log" 2>&1
+    echo "parity $1 $2 $3: rc $? $(tail -n 1 "$WORK/parity-$1-$2-$3.log" | cut -c1-400)"
+    packed
+}
+
+table() {  # table NAME SECONDS [sam2_table.py arguments]
+    local name=$1 limit=$2
+    shift 2
+    step "$name" "$limit" python3 benchmarks/sam2_table.py --official "$OFFICIAL" --device cuda \
+        --json "$WORK/table.jsonl" "$@"
+    grep '^|' "$WORK/$name.log"
+}
+
+case $phase in
+check)
+    # the tests and the parity runs share the GPU: neither is timed
+    # this project's pytest and plugins alone (the image's own plugins are for its pytest)
+    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 step tests 200 python3 -m pytest -p pytest_django.plugin \
+        -p pytest_asyncio.plugin -p no:cacheprovider -q tests/segmentation/engines/sam2 &
+    for size in tiny small base_plus large; do
+        (parity 2.1 "$size" float32 && parity 2.1 "$size" bfloat16) &
+    done
+    (parity edgetam tiny float32 && parity edgetam tiny bfloat16) &
+    wait
+    grep -E "^(FAILED|ERROR)|passed|failed" "$WORK/tests.log"
+    step host 120 env PYTHONPATH="$SAM2_PATH" python3 benchmarks/sam2_host.py --device cuda \
+        --official --frames 24
+    tail -n 30 "$WORK/host.log"
+    table table-1 300 --sizes tiny,edgetam,small,base_plus,large --objects 1 --seconds 4 \
+        --passes 2 --timeout 90
+    ;;
+table)
+    table table-3 200 --sizes tiny,edgetam,small,base_plus,large --objects 3 --seconds 4 \
+        --passes 2 --timeout 60
+    table table-compiled 240 --sizes tiny,edgetam --objects 1 --impls ours --seconds 4 \
+        --passes 2 --compile --timeout 120
+    ;;
+esac
