@@ -104,12 +104,14 @@ def model_compile(model: Sam2Model, mode: str) -> Callable[[torch.Tensor], Frame
     parts may run as CUDA graphs, whose outputs live in buffers the next replay overwrites:
     what they return is copied out before anyone keeps it."""
     if model.device.type == "cpu":
-        import torch._inductor.config  # loaded only to compile
+        # loaded only to compile (and by name: `import torch._inductor.config` here would make
+        # `torch` a local name of this function, unbound on every other device)
+        from torch._inductor import config as inductor
 
         # weights as constants, so that the CPU's convolutions and matrix products get them
         # packed once in oneDNN's layout: EdgeTAM at 854x480 on 2 cores went from 3.98 to
         # 4.89 frames/s with it
-        torch._inductor.config.freezing = True
+        inductor.freezing = True
     compiled = functools.partial(torch.compile, mode=mode)
     for part, dynamic in (
         (model.memory_attention, True),
@@ -157,8 +159,11 @@ class Sam2Engine(Engine):
             if self.dtype != torch.float32:
                 self.model.weights_cast(self.dtype)
         if self.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
+            # TF32 matrix products beside bfloat16, as SAM 2's demo runs; float32 asked for is
+            # float32 (parity with the official code, and a GPU tracking as the CPU does)
+            low = self.dtype != torch.float32
+            torch.backends.cuda.matmul.allow_tf32 = low
+            torch.backends.cudnn.allow_tf32 = low
         self.encode = self.model.encode_image
         if self.options.compile:
             self.encode = model_compile(self.model, self.options.compile_mode)

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+# the device a server with no SAM2_DEVICE answers on, as the engine names it
+AUTO_DEVICE = "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
 @pytest.fixture(params=DEVICES)

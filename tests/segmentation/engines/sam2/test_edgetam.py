@@ -14,7 +14,7 @@ from segmentation.engines.sam2.engine import Sam2Engine
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.rle import rle_decode
 from tests.conftest import manage, migrated, project_env, running_server
-from tests.segmentation.engines.sam2.conftest import DEVICES
+from tests.segmentation.engines.sam2.conftest import AUTO_DEVICE, DEVICES
 from tests.segmentation.engines.sam2.small import SMALL_EDGETAM, small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, start_session
@@ -97,14 +97,13 @@ def test_the_official_layout_in_the_models_folder_answers_by_default(
     # then EdgeTAM answers, named by the start-up log and the page, and the click has its mask
     assert (health["engine"], health["engine_model"], health["engine_chosen_because"]) == (
         "sam2",
-        "EdgeTAM on cpu (float32)",
+        f"EdgeTAM on {AUTO_DEVICE} (float32)",
         f"edgetam.pt in {var / 'models'}",
     )
     started = (var / "daphne.log").read_text()
-    assert (
-        f"segmentation engine: EdgeTAM on cpu (float32) (edgetam.pt in {var / 'models'})" in started
-    )
-    assert '">Engine: EdgeTAM on cpu (float32)</span>' in annotator
+    named = f"EdgeTAM on {AUTO_DEVICE} (float32) (edgetam.pt in {var / 'models'})"
+    assert f"segmentation engine: {named}" in started
+    assert f'">Engine: EdgeTAM on {AUTO_DEVICE} (float32)</span>' in annotator
     answer = clicked["data"]["addPoints"]
     assert answer["frameIndex"] == 1
     assert [item["objectId"] for item in answer["rleMaskList"]] == [1]

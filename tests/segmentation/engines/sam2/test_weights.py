@@ -22,6 +22,7 @@ from segmentation.engines.sam2.model import Sam2Model
 from segmentation.services import sam2_weights
 from segmentation.services.sam2_weights import CHUNK, WeightsError, weights_fetch, weights_list
 from tests.conftest import manage, migrated, project_env, running_server, server_import
+from tests.segmentation.engines.sam2.conftest import AUTO_DEVICE
 from tests.segmentation.engines.sam2.small import small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
 from tests.segmentation.test_propagation_stream import graphql, start_session
@@ -386,7 +387,7 @@ def test_fetched_by_name_the_server_segments_with_it(upstream: Upstream, tmp_pat
     with running_server(var, **settings) as server:
         assert requests.get(f"{server}/healthz", timeout=10).json()["engine"] == "sam2"
         annotator = requests.get(f"{server}/annotate/", timeout=10).text
-        assert '">Engine: SAM 2.1 custom on cpu (float32)</span>' in annotator
+        assert f'">Engine: SAM 2.1 custom on {AUTO_DEVICE} (float32)</span>' in annotator
         session_id = start_session(server, "gallery/short.mp4")
         clicked = graphql(
             server,
