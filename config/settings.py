@@ -235,6 +235,8 @@ ADMIN_LOGIN_FAILURES_PER_ADDRESS = env_rate("ADMIN_LOGIN_FAILURES_PER_ADDRESS", 
 ADMIN_LOGIN_FAILURES_PER_USERNAME = env_rate("ADMIN_LOGIN_FAILURES_PER_USERNAME", "30/h")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
+# Sessions one client (its address, config/client_address.py) may hold at once; 0: no cap.
+MAX_SESSIONS_PER_CLIENT = env_int("MAX_SESSIONS_PER_CLIENT", 8, minimum=0)
 # Engine time a session's prompts may take (segmentation/services/engine_budget.py): bursts of
 # this many seconds, refilled at this share of a core; 0 in either turns the budget off.
 SESSION_ENGINE_BURST_SEC = env_int("SESSION_ENGINE_BURST_SEC", 30, minimum=0)
