@@ -79,7 +79,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    env = {"MAX_SESSIONS": str(args.clients), "SESSION_IDLE_TIMEOUT_SEC": str(IDLE_TIMEOUT_SEC)}
+    # every client comes from 127.0.0.1: no per-client cap
+    env = {
+        "MAX_SESSIONS": str(args.clients),
+        "MAX_SESSIONS_PER_CLIENT": "0",
+        "SESSION_IDLE_TIMEOUT_SEC": str(IDLE_TIMEOUT_SEC),
+    }
     with served(**env) as server:
         base = server.base_url
         visit(base, "closes", 0)  # warm-up: the engine's first use, the video's first decode

@@ -21,6 +21,7 @@ from channels_admin.services.status import STATUS_GROUP
 from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
 from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
 from core.backpressure import WriteGate
+from core.message_budget import MessageBudgetMixin
 from core.threads import iterate_in_thread
 
 TS_HEADERS = [
@@ -215,11 +216,12 @@ class HlsSegmentConsumer(HlsConsumer):
         return 200, SEGMENT_HEADERS, data
 
 
-class StatusConsumer(AsyncJsonWebsocketConsumer):
+class StatusConsumer(MessageBudgetMixin, AsyncJsonWebsocketConsumer):
     """``ws /ws/tv/status``: the stream status, pushed on every change; read-only.
 
     A client may send ``{"type": "refresh"}`` to get the status (with the current channel's
-    playlist details) again; the viewer page does so hourly."""
+    playlist details) again; the viewer page does so hourly. Past ``WEBSOCKET_MESSAGE_BUDGET``
+    the connection is closed with 1008."""
 
     async def connect(self) -> None:
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)

@@ -4,11 +4,16 @@ A failed login (a wrong password, an unknown user, a user who is not staff) coun
 client's address (:func:`config.client_address.client_address`: behind a trusted proxy, the
 client ``X-Forwarded-For`` names) and against the username tried, in Django's cache (Redis with
 ``REDIS_URL``, shared by every process; else each process's memory). A limit is ``count``
-failures per ``period``: the first failure opens a window of ``period``, and once ``count``
+failures per ``period``: the first attempt opens a window of ``period``, and once ``count``
 failures from an address (``ADMIN_LOGIN_FAILURES_PER_ADDRESS``) or for a username
 (``ADMIN_LOGIN_FAILURES_PER_USERNAME``) fall in it, logins from that address or for that
 username are refused until it ends, the right password too (it is not checked): the login page
 says so, with status 429 and ``Retry-After``.
+
+An attempt takes its place under both limits before its password is hashed, in one atomic step
+of the cache, and gives it back only once the password proved right: counted after the hash,
+guesses sent at once were all checked against a count none of them had raised yet (issue 47).
+So of any number of attempts sent at once, at most ``count`` have their password checked.
 
 The per-username limit holds back guessing spread over many addresses; the price, as with any
 such lock, is that anyone may lock a username out until its window ends (an empty or ``0``
@@ -39,8 +44,9 @@ RETRY_AFTER = "admin_login_retry_after"  # the request's attribute, for the view
 
 
 class ThrottledLoginForm(AdminAuthenticationForm):
-    """The admin's login form, refusing a throttled client or username before it authenticates
-    and counting each failure."""
+    """The admin's login form: each attempt takes its place under the limits before the password
+    is checked, so that a throttled client or username is refused before it authenticates, and
+    attempts sent at once count as they are made rather than as their hashes finish."""
 
     def clean(self) -> dict:
         username = self.cleaned_data.get("username") or ""
@@ -56,9 +62,12 @@ class ThrottledLoginForm(AdminAuthenticationForm):
                 settings.ADMIN_LOGIN_FAILURES_PER_USERNAME,
             ),
         ]
+        reserved: list[tuple[str, Rate | None]] = []
         for what, key, rate in limits:
-            wait = _throttled_for(key, rate)
+            wait = _attempt_reserve(key, rate)
             if wait is not None:
+                for taken in reserved:
+                    _attempt_release(*taken)
                 setattr(self.request, RETRY_AFTER, wait)
                 minutes = math.ceil(wait / 60)
                 raise ValidationError(
@@ -66,12 +75,17 @@ class ThrottledLoginForm(AdminAuthenticationForm):
                     f"minute{'' if minutes == 1 else 's'}.",
                     code="throttled",
                 )
+            reserved.append((key, rate))
+        failed = False
         try:
             return super().clean()
         except ValidationError:
-            for _, key, rate in limits:
-                _failure_count(key, rate)
+            failed = True  # the attempt stays counted: it is a failure now
             raise
+        finally:
+            if not failed:
+                for taken in reserved:
+                    _attempt_release(*taken)
 
 
 def admin_login(request: HttpRequest) -> HttpResponse:
@@ -84,33 +98,44 @@ def admin_login(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _throttled_for(key: str, rate: Rate | None) -> int | None:
-    """The seconds until the window of failures under ``key`` ends if they reached ``rate``;
-    ``None`` if they did not (or there is no window)."""
+def _attempt_reserve(key: str, rate: Rate | None) -> int | None:
+    """Count one more attempt under ``key`` before its password is checked; ``None`` if it fits
+    within ``rate`` (the first attempt opens a window of ``rate.period``), else the seconds
+    until the window ends (and the attempt is not counted).
+
+    The count is taken and read in one step (the cache's ``incr``, atomic in Redis and in the
+    in-memory cache), so of any number of attempts sent at once, at most ``rate.count`` pass."""
     if rate is None:
         return None
     try:
-        window = cache.get_many([f"{key}:since", f"{key}:failures"])
+        now = time.time()
+        cache.add(f"{key}:since", now, timeout=rate.period)
+        cache.add(f"{key}:failures", 0, timeout=rate.period)
+        try:
+            attempts = cache.incr(f"{key}:failures")
+        except ValueError:  # expired since the add: the window's end is at hand
+            cache.add(f"{key}:failures", 1, timeout=rate.period)
+            attempts = 1
+        if attempts <= rate.count:
+            return None
+        _attempt_release(key, rate)
+        since = cache.get(f"{key}:since")
     except Exception as error:  # the cache's own failure (Redis down)
-        logger.warning("admin login failures not read: %s", error)
+        logger.warning("admin login attempt not counted: %s", error)
         return None
-    since, failures = window.get(f"{key}:since"), window.get(f"{key}:failures", 0)
-    if since is None or failures < rate.count:
-        return None
-    return max(1, math.ceil(since + rate.period - time.time()))
+    if since is None:
+        return 1
+    return max(1, math.ceil(since + rate.period - now))
 
 
-def _failure_count(key: str, rate: Rate | None) -> None:
-    """One more failure under ``key``; the first one opens a window of ``rate.period``."""
+def _attempt_release(key: str, rate: Rate | None) -> None:
+    """Take back an attempt :func:`_attempt_reserve` counted: the password was right (or never
+    checked)."""
     if rate is None:
         return
     try:
-        if cache.add(f"{key}:since", time.time(), timeout=rate.period):
-            cache.set(f"{key}:failures", 1, timeout=rate.period)
-            return
-        try:
-            cache.incr(f"{key}:failures")
-        except ValueError:  # expired since: the window's end is at hand
-            cache.add(f"{key}:failures", 1, timeout=rate.period)
+        cache.decr(f"{key}:failures")
+    except ValueError:  # the window ended meanwhile, and its count with it
+        pass
     except Exception as error:  # the cache's own failure (Redis down)
-        logger.warning("admin login failure not counted: %s", error)
+        logger.warning("admin login attempt not taken back: %s", error)

@@ -47,6 +47,7 @@ from twisted.internet import defer, reactor
 from twisted.web import http
 
 from config.body_limit import body_cap, body_refusal
+from config.websocket_close import EndpointCloseFactory
 
 logger = logging.getLogger(__name__)
 
@@ -261,6 +262,7 @@ def main() -> None:
     # daphne builds its HTTP factory from this module-level name, and has no other way to be
     # given a request class.
     daphne.server.HTTPFactory = CappedHTTPFactory
+    daphne.server.WebSocketFactory = EndpointCloseFactory  # the same, for close codes
     CommandLineInterface.entrypoint()
 
 

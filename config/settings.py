@@ -158,6 +158,9 @@ GRAPHQL_MAX_COST = env_int("GRAPHQL_MAX_COST", 100, minimum=1)
 # that uploads a video or annotations.
 RATE_LIMIT_COST = env_rate("RATE_LIMIT_COST", "3000/m")
 RATE_LIMIT_UPLOADS = env_rate("RATE_LIMIT_UPLOADS", "60/h")
+# Messages one WebSocket connection may send (core/message_budget.py): a bucket of count,
+# refilled at count per period; past it the connection is closed with 1008. Empty or 0: none.
+WEBSOCKET_MESSAGE_BUDGET = env_rate("WEBSOCKET_MESSAGE_BUDGET", "10/m")
 
 GRAPHENE = {
     "SCHEMA": "config.schema.schema",
@@ -232,6 +235,8 @@ ADMIN_LOGIN_FAILURES_PER_ADDRESS = env_rate("ADMIN_LOGIN_FAILURES_PER_ADDRESS", 
 ADMIN_LOGIN_FAILURES_PER_USERNAME = env_rate("ADMIN_LOGIN_FAILURES_PER_USERNAME", "30/h")
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
+# Sessions one client (its address, config/client_address.py) may hold at once; 0: no cap.
+MAX_SESSIONS_PER_CLIENT = env_int("MAX_SESSIONS_PER_CLIENT", 8, minimum=0)
 # Engine time a session's prompts may take (segmentation/services/engine_budget.py): bursts of
 # this many seconds, refilled at this share of a core; 0 in either turns the budget off.
 SESSION_ENGINE_BURST_SEC = env_int("SESSION_ENGINE_BURST_SEC", 30, minimum=0)

@@ -10,6 +10,7 @@ from config.admin_login import ThrottledLoginForm, admin_login
 from config.docs_pages import docs_page
 from config.graphql import ApiView
 from config.healthz import healthz
+from segmentation.admin import sessions_admin
 
 admin.site.login_form = ThrottledLoginForm
 
@@ -20,6 +21,12 @@ urlpatterns = [
     path("graphql", csrf_exempt(ApiView.as_view(graphiql=True)), name="graphql"),
     # Before the admin's own route to its login: failed logins are throttled (answered 429).
     path("admin/login/", admin_login, name="admin_login"),
+    # Staff only: who holds which segmentation sessions (they live in memory, not in a table).
+    path(
+        "admin/segmentation/sessions/",
+        admin.site.admin_view(sessions_admin),
+        name="segmentation_sessions",
+    ),
     path("admin/", admin.site.urls),
     path("", include("segmentation.urls")),
     path("", include("channels_admin.urls")),

@@ -28,6 +28,8 @@ class ErrorCode(enum.StrEnum):
     # A stored video that cannot be decoded: the request was understood, the media was not.
     UNSUPPORTED_MEDIA = "UNSUPPORTED_MEDIA", 400
     TOO_MANY_SESSIONS = "TOO_MANY_SESSIONS", 503
+    # This client holds its share of the sessions (MAX_SESSIONS_PER_CLIENT): its own doing.
+    TOO_MANY_CLIENT_SESSIONS = "TOO_MANY_CLIENT_SESSIONS", 429
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED", 429
     RATE_LIMITED = "RATE_LIMITED", 429
     SERVER_BUSY = "SERVER_BUSY", 503
@@ -56,6 +58,12 @@ class SessionNotFound(SegmentationError):
 
 class TooManySessions(SegmentationError):
     code = ErrorCode.TOO_MANY_SESSIONS
+
+
+class TooManyClientSessions(SegmentationError):
+    """The client holds ``MAX_SESSIONS_PER_CLIENT`` sessions already."""
+
+    code = ErrorCode.TOO_MANY_CLIENT_SESSIONS
 
 
 class VideoNotFound(SegmentationError):

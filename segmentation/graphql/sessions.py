@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import graphene
 
+from config.client_address import client_address
 from core.server_timing import server_timing_add
 from segmentation.services import sessions as services
 from segmentation.services.session_types import Clicks, FrameMasks
@@ -130,7 +131,8 @@ class CancelPropagateInVideo(graphene.ObjectType):
 
 
 def resolve_start_session(root, info, input: StartSessionInput) -> StartSession:
-    return StartSession(session_id=services.session_start(path=input.path))
+    client = client_address(info.context)
+    return StartSession(session_id=services.session_start(path=input.path, client=client))
 
 
 def resolve_close_session(root, info, input: CloseSessionInput) -> CloseSession:

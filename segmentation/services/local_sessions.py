@@ -3,7 +3,9 @@ and of each inference worker's (segmentation/workers/worker.py runs the same ope
 
 A session wraps one engine state for one video. Each has its own lock, so sessions never
 wait on each other's inference, and a cancel flag that is set without taking that lock.
-Sessions expire after an idle timeout, renewed by every operation, and their number is capped.
+Sessions expire after an idle timeout, renewed by every operation, and their number is capped, in
+all and for each client (its address, which the caller gives: ``MAX_SESSIONS_PER_CLIENT``), so
+that one client cannot take every place (issue 47).
 Each session's prompts spend engine time from a budget of its own (``engine_budget.py``).
 """
 
@@ -27,7 +29,13 @@ from core.malloc import memory_return
 from core.threads import iterate_in_thread
 from segmentation.engines.base import DIRECTIONS, Direction, Masks, Prompt, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
-from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
+from segmentation.errors import (
+    BadUserInput,
+    SessionNotFound,
+    TooManyClientSessions,
+    TooManySessions,
+    UnsupportedMedia,
+)
 from segmentation.rle import rle_decode
 from segmentation.services.engine_budget import EngineBudget
 from segmentation.services.engines import engine_get
@@ -35,6 +43,7 @@ from segmentation.services.session_types import (
     Annotations,
     Clicks,
     FrameMasks,
+    HeldSession,
     ObjectMask,
     Propagation,
 )
@@ -48,6 +57,8 @@ class Session:
     state: Any
     last_used: float
     video_path: str = ""
+    client: str = ""  # the address that opened it
+    opened: float = 0.0  # by the registry's clock
     lock: threading.Lock = field(default_factory=threading.Lock)
     # the running propagation's stop flag (each propagation puts its own here)
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -56,19 +67,22 @@ class Session:
 
 
 class SessionRegistry:
-    """Thread-safe map of session ID to :class:`Session` with idle expiry and a cap."""
+    """Thread-safe map of session ID to :class:`Session` with idle expiry, a cap, and a cap for
+    each client (``max_per_client``; 0: none)."""
 
     def __init__(
         self,
         *,
         idle_timeout: float,
         max_sessions: int,
+        max_per_client: int = 0,
         clock: Callable[[], float] = time.monotonic,
         on_end: Callable[[Session], None] = lambda session: None,
         budget: Callable[[], EngineBudget | None] = lambda: None,
     ) -> None:
         self._idle_timeout = idle_timeout
         self._max_sessions = max_sessions
+        self._max_per_client = max_per_client
         self._clock = clock
         self._on_end = on_end
         self._budget = budget
@@ -80,32 +94,60 @@ class SessionRegistry:
             self._expire_locked()
             return len(self._sessions)
 
-    def check_room(self) -> None:
-        """:class:`TooManySessions` unless another session can open now."""
+    def check_room(self, *, client: str = "") -> None:
+        """:class:`TooManyClientSessions` if ``client`` holds its share of the sessions,
+        :class:`TooManySessions` if the server holds its maximum; else nothing."""
         with self._guard:
             self._expire_locked()
-            self._check_room_locked()
+            self._check_room_locked(client)
 
-    def _check_room_locked(self) -> None:
+    def _check_room_locked(self, client: str) -> None:
+        if self._max_per_client and client:
+            held = sum(1 for session in self._sessions.values() if session.client == client)
+            if held >= self._max_per_client:
+                raise TooManyClientSessions(
+                    f"this client holds its maximum of {self._max_per_client} sessions; "
+                    "close one or try again later"
+                )
         if len(self._sessions) >= self._max_sessions:
             raise TooManySessions(
                 f"the server holds its maximum of {self._max_sessions} sessions; "
                 "close one or try again later"
             )
 
-    def open(self, *, state: Any, video_path: str = "") -> Session:
+    def open(self, *, state: Any, video_path: str = "", client: str = "") -> Session:
+        """A new session for ``client`` (its address; empty: counted in no client's share)."""
         with self._guard:
             self._expire_locked()
-            self._check_room_locked()
+            self._check_room_locked(client)
+            now = self._clock()
             session = Session(
                 id=str(uuid.uuid4()),
                 state=state,
-                last_used=self._clock(),
+                last_used=now,
                 video_path=video_path,
+                client=client,
+                opened=now,
                 budget=self._budget(),
             )
             self._sessions[session.id] = session
             return session
+
+    def held(self) -> list[HeldSession]:
+        """Every live session: who opened it, on what, how long ago, idle how long."""
+        with self._guard:
+            self._expire_locked()
+            now = self._clock()
+            return [
+                HeldSession(
+                    session_id=s.id,
+                    client=s.client,
+                    video_path=s.video_path,
+                    age_sec=now - s.opened,
+                    idle_sec=now - s.last_used,
+                )
+                for s in self._sessions.values()
+            ]
 
     def get(self, session_id: str) -> Session:
         """The live session with that ID, its idle timer renewed; else :class:`SessionNotFound`."""
@@ -183,16 +225,28 @@ class LocalSessions:
     def __init__(self, registry: SessionRegistry) -> None:
         self.registry = registry
 
-    def open(self, *, video_path: str, file: str) -> str:
-        """A new session on the video file ``file`` (the library's ``video_path``); its ID."""
-        self.registry.check_room()
+    def open(self, *, video_path: str, file: str, client: str = "") -> str:
+        """A new session for ``client`` (its address) on the video file ``file`` (the library's
+        ``video_path``); its ID. Refused before the video is opened when there is no room."""
+        self.registry.check_room(client=client)
         try:
             frames = VideoFileFrames(
                 file, cache_bytes=settings.SESSION_FRAME_CACHE_MB * 1024 * 1024
             )
         except FrameSourceError as error:
             raise UnsupportedMedia(str(error)) from None
-        return self.registry.open(state=engine_get().open(frames), video_path=video_path).id
+        state = engine_get().open(frames)
+        try:
+            return self.registry.open(state=state, video_path=video_path, client=client).id
+        except (TooManySessions, TooManyClientSessions):
+            # another open took the last place meanwhile
+            state.close()
+            frames.close()
+            raise
+
+    def held(self) -> list[HeldSession]:
+        """Every live session of this host (:meth:`SessionRegistry.held`)."""
+        return self.registry.held()
 
     def close(self, *, session_id: str) -> bool:
         return self.registry.close(session_id)
@@ -348,6 +402,7 @@ def local_sessions() -> LocalSessions:
         SessionRegistry(
             idle_timeout=settings.SESSION_IDLE_TIMEOUT_SEC,
             max_sessions=settings.MAX_SESSIONS,
+            max_per_client=settings.MAX_SESSIONS_PER_CLIENT,
             on_end=_session_free,
             budget=lambda: EngineBudget(
                 burst=settings.SESSION_ENGINE_BURST_SEC, share=settings.SESSION_ENGINE_SHARE

@@ -120,6 +120,24 @@ class Annotations:
 
 
 @dataclass(frozen=True)
+class HeldSession:
+    """A live session, as the admin's view of who holds what shows it."""
+
+    session_id: str
+    client: str  # the address that opened it (config/client_address.py)
+    video_path: str
+    age_sec: float  # since it opened
+    idle_sec: float  # since its last operation
+
+    def as_message(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_message(cls, data: dict) -> HeldSession:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
 class Propagation:
     """A running propagation: the video's frame count, and each frame's masks as the engine
     finishes them, forward from the start frame to the end and then backward to frame 0.

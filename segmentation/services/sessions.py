@@ -15,7 +15,13 @@ from django.conf import settings
 from segmentation.engines.base import Direction
 from segmentation.selectors import video_get
 from segmentation.services.local_sessions import local_sessions
-from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
+from segmentation.services.session_types import (
+    Annotations,
+    Clicks,
+    FrameMasks,
+    HeldSession,
+    Propagation,
+)
 from segmentation.services.uploads import annotations_check
 from segmentation.services.videos import media_path
 from segmentation.workers.client import worker_client
@@ -25,7 +31,9 @@ class SessionHost(Protocol):
     """Where sessions live and their operations run. Each operation raises the API's typed
     errors (``segmentation/errors.py``): an unknown or ended session is ``SessionNotFound``."""
 
-    def open(self, *, video_path: str, file: str) -> str: ...
+    def open(self, *, video_path: str, file: str, client: str = "") -> str: ...
+
+    def held(self) -> list[HeldSession]: ...
 
     def close(self, *, session_id: str) -> bool: ...
 
@@ -68,10 +76,18 @@ def session_host() -> SessionHost:
     return local_sessions()
 
 
-def session_start(*, path: str) -> str:
-    """A new session on the library's video at ``path``; its ID."""
+def session_start(*, path: str, client: str) -> str:
+    """A new session on the library's video at ``path`` for ``client`` (its address, as
+    ``config/client_address.py`` tells it), within its ``MAX_SESSIONS_PER_CLIENT``; its ID."""
     video = video_get(path=path)
-    return session_host().open(video_path=video.path, file=str(media_path(video.path)))
+    return session_host().open(
+        video_path=video.path, file=str(media_path(video.path)), client=client
+    )
+
+
+def sessions_held() -> list[HeldSession]:
+    """Every live session, by client and then oldest first: who holds what, for the admin."""
+    return sorted(session_host().held(), key=lambda s: (s.client, -s.age_sec))
 
 
 def session_close(*, session_id: str) -> bool:

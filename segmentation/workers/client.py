@@ -26,8 +26,19 @@ from channels.layers import channel_layers
 from django.conf import settings
 
 from segmentation.engines.base import Direction
-from segmentation.errors import SessionNotFound, TooManySessions, error_from_message
-from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
+from segmentation.errors import (
+    SessionNotFound,
+    TooManyClientSessions,
+    TooManySessions,
+    error_from_message,
+)
+from segmentation.services.session_types import (
+    Annotations,
+    Clicks,
+    FrameMasks,
+    HeldSession,
+    Propagation,
+)
 from segmentation.workers.registry import WorkerRegistry, worker_channel
 
 logger = logging.getLogger(__name__)
@@ -64,6 +75,8 @@ class WorkerClient:
         self._waiting: dict[str, asyncio.Future | _Inbox] = {}
         self._seen_alive: dict[str, float] = {}  # worker ID: when last seen registered
         self._opening: collections.Counter[str] = collections.Counter()  # opens under way
+        # each client's opens, one at a time: its lock, and how many wait for it or hold it
+        self._client_turns: dict[str, list] = {}
         self._loop = asyncio.new_event_loop()
         threading.Thread(
             target=self._loop.run_forever, name="segmentation-workers", daemon=True
@@ -87,10 +100,14 @@ class WorkerClient:
     # The session operations (segmentation/services/sessions.py's SessionHost), called from
     # any thread but the client's own.
 
-    def open(self, *, video_path: str, file: str) -> str:
-        """A new session on the live worker with the most free places."""
-        opening = self._open({"video_path": video_path, "file": file})
+    def open(self, *, video_path: str, file: str, client: str = "") -> str:
+        """A new session for ``client`` on the live worker with the most free places."""
+        opening = self._open({"video_path": video_path, "file": file, "client": client})
         return asyncio.run_coroutine_threadsafe(opening, self._loop).result()
+
+    def held(self) -> list[HeldSession]:
+        """Every live worker's sessions."""
+        return asyncio.run_coroutine_threadsafe(self._held(), self._loop).result()
 
     def close(self, *, session_id: str) -> bool:
         return self._call_here(session_id, "close")
@@ -219,11 +236,45 @@ class WorkerClient:
         finally:
             self._waiting.pop(request_id, None)
 
+    async def _held(self, workers: list | None = None) -> list[HeldSession]:
+        workers = await self._registry.workers() if workers is None else workers
+        asked = [self._ask(w.id, {"type": "seg.call", "op": "held", "args": {}}) for w in workers]
+        answers = await asyncio.gather(*asked, return_exceptions=True)
+        return [
+            HeldSession.from_message(held)
+            for answer in answers
+            if isinstance(answer, dict) and answer.get("ok")
+            for held in answer["result"]
+        ]
+
     async def _open(self, args: dict) -> str:
         """On the worker with the most free places, counting the opens this process has under
         way (many at once would all see the same registry), ties broken at random (as other
-        web processes choose too)."""
-        workers = await self._registry.workers()
+        web processes choose too). The client's share is counted over every worker's sessions,
+        one open of the client at a time in this process (opens through other web processes
+        at the same moment may pass it by a few); each worker holds it for its own sessions."""
+        client = args.get("client", "")
+        cap = settings.MAX_SESSIONS_PER_CLIENT
+        if not (cap and client):
+            return await self._open_on(await self._registry.workers(), args)
+        turn = self._client_turns.setdefault(client, [asyncio.Lock(), 0])
+        turn[1] += 1
+        try:
+            async with turn[0]:
+                workers = await self._registry.workers()
+                held = sum(s.client == client for s in await self._held(workers))
+                if held >= cap:
+                    raise TooManyClientSessions(
+                        f"this client holds its maximum of {cap} sessions; "
+                        "close one or try again later"
+                    )
+                return await self._open_on(workers, args)
+        finally:
+            turn[1] -= 1
+            if not turn[1]:
+                del self._client_turns[client]
+
+    async def _open_on(self, workers: list, args: dict) -> str:
         random.shuffle(workers)
         workers.sort(key=lambda w: self._opening[w.id] - w.free)
         for worker in (w for w in workers if w.free > self._opening[w.id]):

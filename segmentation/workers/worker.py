@@ -105,6 +105,13 @@ class WorkerRuntime:
             if self.draining:
                 raise TooManySessions(f"the worker {self.info.name} is stopping")
             return f"{self.info.id}.{await asyncio.to_thread(operation, **args)}"
+        if op == "held":
+            # with the IDs web processes know them by
+            held = await asyncio.to_thread(operation)
+            return [
+                {**session.as_message(), "session_id": f"{self.info.id}.{session.session_id}"}
+                for session in held
+            ]
         session_id = args.pop("session_id")
         try:
             local = self._local_id(session_id)

@@ -1,11 +1,16 @@
-"""Failed logins to /admin/ are throttled per client address and per username (issue 36).
+"""Failed logins to /admin/ are throttled per client address and per username (issue 36), and
+guesses sent at once count as they arrive (issue 47).
 
-Before, any number of passwords could be tried: each failed login answered the form again.
+Before, any number of passwords could be tried: each failed login answered the form again. Then
+the limit was read before the password's hash and the failure counted after it, so 100 wrong
+passwords sent at once were all checked against a limit of 10.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
+import threading
 
 import pytest
 import requests
@@ -130,3 +135,97 @@ def test_the_real_server_throttles_by_the_connection_address(tmp_path):
     assert failures == [200, 200]
     assert refused.status_code == 429
     assert "Too many failed logins from this address; try again in 60 minutes." in refused.text
+
+
+BURST = 12
+
+
+def burst_login(server: str, attempts: list[dict], *, forwarded_for: list[str]) -> list[int]:
+    """Each attempt posted at the same moment (its own connection and thread, released together);
+    the statuses, in order."""
+    first = requests.get(f"{server}/admin/login/", timeout=10)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', first.text).group(1)
+    cookie = {"csrftoken": first.cookies["csrftoken"]}
+    start = threading.Barrier(len(attempts))
+
+    def post(data: dict, address: str) -> int:
+        start.wait(timeout=10)
+        return requests.post(
+            f"{server}/admin/login/",
+            {**data, "csrfmiddlewaretoken": token},
+            cookies=cookie,
+            headers={"X-Forwarded-For": address},
+            allow_redirects=False,
+            timeout=60,
+        ).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(attempts)) as pool:
+        return list(pool.map(post, attempts, forwarded_for))
+
+
+@pytest.fixture
+def login_server(tmp_path):
+    """A real server with a staff user (the real password hasher: each check costs a core tens
+    of milliseconds), whose limits each test sets."""
+
+    def start(**limits: str):
+        server = running_server(tmp_path, **limits)
+        base = server.__enter__()
+        made = manage(
+            "createsuperuser",
+            "--noinput",
+            "--username=admin",
+            "--email=admin@example.org",
+            env=project_env(tmp_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD),
+        )
+        assert made.returncode == 0, made.stderr
+        started.append(server)
+        return base
+
+    started: list = []
+    yield start
+    for server in started:
+        server.__exit__(None, None, None)
+
+
+def test_wrong_passwords_sent_at_once_from_one_address_get_the_limit_checked(login_server):
+    server = login_server(
+        ADMIN_LOGIN_FAILURES_PER_ADDRESS="3/h", ADMIN_LOGIN_FAILURES_PER_USERNAME="0"
+    )
+
+    address = ["203.0.113.7"]
+
+    statuses = burst_login(server, [WRONG] * BURST, forwarded_for=address * BURST)
+    right = burst_login(server, [RIGHT], forwarded_for=address)
+
+    # 200: the password was checked and the form answered again; 429: refused unchecked
+    assert sorted(statuses) == [200] * 3 + [429] * (BURST - 3)
+    assert right == [429]
+
+
+def test_guesses_at_one_username_sent_at_once_from_many_addresses_get_the_limit_checked(
+    login_server,
+):
+    server = login_server(
+        ADMIN_LOGIN_FAILURES_PER_ADDRESS="0", ADMIN_LOGIN_FAILURES_PER_USERNAME="3/h"
+    )
+    addresses = [f"203.0.113.{n}" for n in range(BURST + 1)]
+
+    statuses = burst_login(server, [WRONG] * BURST, forwarded_for=addresses[:BURST])
+    right = burst_login(server, [RIGHT], forwarded_for=addresses[BURST:])
+
+    assert sorted(statuses) == [200] * 3 + [429] * (BURST - 3)
+    assert right == [429]
+
+
+def test_a_right_password_within_the_limit_takes_no_place_under_it(login_server):
+    server = login_server(
+        ADMIN_LOGIN_FAILURES_PER_ADDRESS="2/h", ADMIN_LOGIN_FAILURES_PER_USERNAME="0"
+    )
+    address = ["203.0.113.9"]
+
+    rights = [burst_login(server, [RIGHT], forwarded_for=address) for _ in range(3)]
+    wrongs = [burst_login(server, [WRONG], forwarded_for=address) for _ in range(3)]
+
+    assert rights == [[302]] * 3
+    assert wrongs == [[200], [200], [429]]

@@ -91,6 +91,7 @@ def test_each_code_carries_the_status_a_plain_endpoint_answers_with():
         "UPLOAD_TOO_LARGE": 413,
         "UNSUPPORTED_MEDIA": 400,
         "TOO_MANY_SESSIONS": 503,
+        "TOO_MANY_CLIENT_SESSIONS": 429,
         "RESOURCE_EXHAUSTED": 429,
         "RATE_LIMITED": 429,
         "SERVER_BUSY": 503,

@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from segmentation.engines.classic import ClassicEngine
-from segmentation.errors import ErrorCode, SessionNotFound, TooManySessions
+from segmentation.errors import (
+    ErrorCode,
+    SessionNotFound,
+    TooManyClientSessions,
+    TooManySessions,
+)
 from segmentation.services.local_sessions import LocalSessions, SessionRegistry
+from segmentation.services.session_types import HeldSession
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 
 
@@ -149,3 +155,37 @@ async def test_an_engine_failing_mid_propagation_ends_the_stream_and_keeps_the_s
         assert await frame_indexes(sessions, session.id) == list(range(12))
     finally:
         sessions.registry.close(session.id)
+
+
+def test_each_client_holds_at_most_its_share(clock):
+    registry = SessionRegistry(idle_timeout=60, max_sessions=5, max_per_client=2, clock=clock)
+    registry.open(state=1, client="203.0.113.1")
+    registry.open(state=2, client="203.0.113.1")
+
+    with pytest.raises(TooManyClientSessions) as error:
+        registry.open(state=3, client="203.0.113.1")
+    other = registry.open(state=4, client="203.0.113.2")
+
+    assert error.value.code is ErrorCode.TOO_MANY_CLIENT_SESSIONS
+    assert error.value.message == (
+        "this client holds its maximum of 2 sessions; close one or try again later"
+    )
+    assert other.client == "203.0.113.2"
+    assert len(registry) == 3
+
+
+def test_held_sessions_say_who_opened_them_and_when(clock):
+    registry = SessionRegistry(idle_timeout=60, max_sessions=5, max_per_client=2, clock=clock)
+    first = registry.open(state=1, video_path="gallery/a.mp4", client="203.0.113.1")
+    clock.now += 30
+    second = registry.open(state=2, video_path="gallery/b.mp4", client="203.0.113.2")
+    clock.now += 10
+    registry.get(first.id)
+    clock.now += 5
+
+    held = registry.held()
+
+    assert held == [
+        HeldSession(first.id, "203.0.113.1", "gallery/a.mp4", age_sec=45, idle_sec=5),
+        HeldSession(second.id, "203.0.113.2", "gallery/b.mp4", age_sec=15, idle_sec=15),
+    ]

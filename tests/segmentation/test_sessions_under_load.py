@@ -30,7 +30,12 @@ def loaded_server(tmp_path_factory):
     library = var_dir / "library"
     library.mkdir()
     write_mp4(make_video(frame_count=24), library / "shapes.mp4")
-    env = {"MAX_SESSIONS": str(CLIENTS), "SESSION_IDLE_TIMEOUT_SEC": str(IDLE_TIMEOUT_SEC)}
+    # every client comes from 127.0.0.1: no per-client cap
+    env = {
+        "MAX_SESSIONS": str(CLIENTS),
+        "MAX_SESSIONS_PER_CLIENT": "0",
+        "SESSION_IDLE_TIMEOUT_SEC": str(IDLE_TIMEOUT_SEC),
+    }
     with running_server(var_dir, **env) as server:
         imported = manage("import_videos", str(library), env=project_env(var_dir, **env))
         assert imported.returncode == 0, imported.stderr

@@ -96,6 +96,7 @@ def worker_settings(**more: str) -> dict[str, str]:
         "SEGMENTATION_WORKERS": "1",
         "SEGMENTATION_WORKERS_PREFIX": f"test-workers-{uuid.uuid4().hex[:8]}",
         "SEGMENTATION_WORKER_TTL_SEC": str(TTL_SEC),
+        "MAX_SESSIONS_PER_CLIENT": "0",  # the test's clients all come from 127.0.0.1
         **more,
     }
 
