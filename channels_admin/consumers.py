@@ -52,6 +52,10 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
 
     The task leaves this consumer free to receive ASGI messages, so a viewer's disconnect is
     seen (and its resources freed) at once. Subclasses implement :meth:`open_stream`.
+
+    What :meth:`open_stream` took is given back (:meth:`close_stream`) however the connection
+    ends: the client hangs up or resets it (even before the response's first byte), the stream
+    ends, the server cuts the client off, or the server cancels the application.
     """
 
     # Fed directly, not through the channel layer: no per-viewer layer channel.
@@ -64,7 +68,8 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         answering with an error response."""
 
     async def close_stream(self) -> None:
-        """Free what :meth:`open_stream` took; called once when the response ends."""
+        """Free what :meth:`open_stream` took; called at least once when the response ends, so
+        it frees only what is still held."""
 
     def chunk_skipped(self, size: int) -> None:
         """A chunk of ``size`` bytes was not sent: the client's socket was backed up."""
@@ -74,6 +79,12 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         connection is dropped with what is still buffered for it, which would cost the server
         the time it is short of."""
         return False
+
+    async def __call__(self, scope: dict, receive: object, send: object) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._end()
 
     async def http_request(self, message: dict) -> None:
         if message.get("more_body"):
@@ -107,11 +118,18 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def disconnect(self) -> None:
-        if self.writer is not None:
-            self.writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.writer
-        await self.close_stream()
+        await self._end()
+
+    async def _end(self) -> None:
+        """Stop the writer and free the stream's resources; once is enough, more is harmless."""
+        writer, self.writer = self.writer, None
+        try:
+            if writer is not None:
+                writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await writer
+        finally:
+            await self.close_stream()
 
 
 class TransportStreamConsumer(StreamingConsumer):
@@ -132,8 +150,9 @@ class TransportStreamConsumer(StreamingConsumer):
         return joined.next_data
 
     async def close_stream(self) -> None:
-        if self.subscription is not None:
-            await viewer_leave(subscription=self.subscription)
+        subscription, self.subscription = self.subscription, None
+        if subscription is not None:
+            await viewer_leave(subscription=subscription)
 
     def chunk_skipped(self, size: int) -> None:
         self.subscription.skipped(size)

@@ -80,10 +80,15 @@ class WriteGate:
 
 
 def _daphne_request(send: Any) -> Any:
-    """daphne's ``send`` is ``partial(server.handle_reply, request)``: return that request."""
+    """daphne's ``send`` is ``partial(server.handle_reply, request)``: return that request,
+    while its connection lasts. A client may hang up (or reset) before the response's first
+    write; its request has no channel then, daphne drops what is sent to it, and there is no
+    socket to pace."""
     args = getattr(send, "args", ())
     request = args[0] if args else None
-    return request if hasattr(request, "registerProducer") else None
+    if not hasattr(request, "registerProducer") or getattr(request, "channel", None) is None:
+        return None
+    return request
 
 
 def _buffers_size(request: Any, transport_buffer: int, socket_buffer: int) -> None:

@@ -1,0 +1,110 @@
+"""Hostile clients of /ts and the demo channels (issue 47, items 1 and 2), mounted against the
+real server (daphne) on loopback: connections reset (``SO_LINGER`` 0) right after their
+``GET``. The honest viewers must be admitted and fed throughout,
+the server must count exactly the connections it has, and log no traceback."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from select import select as readable_of
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.channels_admin.stream_client import select, status, wait_until
+from tests.channels_admin.test_stream_server import Viewer, playlist_for
+from tests.channels_admin.upstream import TsUpstream
+from tests.conftest import running_server
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[TsUpstream]:
+    server = TsUpstream(bitrate_bps=4_000_000)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def relaying(upstream, tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """A server relaying channel "a", and its log."""
+    var_dir = tmp_path_factory.mktemp("hostile-ts")
+    playlist = var_dir / "channels.m3u"
+    playlist.write_text(playlist_for(upstream), encoding="utf-8")
+    with running_server(
+        var_dir,
+        CHANNELS_PLAYLIST_PATH=str(playlist),
+    ) as server:
+        select(server, "a")
+        wait_until(lambda: not status(server)["transitioning"], what="first bytes")
+        yield server, var_dir / "daphne.log"
+
+
+def request_line(path: str, client: str | None = None) -> bytes:
+    """A GET of ``path``; from ``client`` as a proxy in front (a trusted one, on loopback)
+    says."""
+    forwarded = f"X-Forwarded-For: {client}\r\n" if client else ""
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{forwarded}\r\n".encode()
+
+
+def reset_burst(server: str, path: str, count: int, *, clients: int = 1) -> None:
+    """``count`` connections that send ``GET path`` and close with a TCP reset (``SO_LINGER``
+    0): every other one at once, the others once the answer has begun (within 2 s). From
+    ``clients`` addresses in turn (as a proxy in front names them) when more than one."""
+    address = (urlsplit(server).hostname, urlsplit(server).port)
+    answered: list[socket.socket] = []
+    try:
+        for number in range(count):
+            client = f"203.0.113.{number % clients + 1}" if clients > 1 else None
+            sock = socket.create_connection(address, timeout=5)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.sendall(request_line(path, client))
+            if number % 2:
+                answered.append(sock)
+            else:
+                sock.close()
+        waiting, deadline = list(answered), time.monotonic() + 2
+        while waiting and time.monotonic() < deadline:
+            readable, _, _ = readable_of(waiting, [], [], 0.1)
+            waiting = [sock for sock in waiting if sock not in readable]
+    finally:
+        for sock in answered:
+            sock.close()
+
+
+def tracebacks(log: Path) -> int:
+    return log.read_text(errors="replace").count("Traceback")
+
+
+def test_a_reset_burst_on_ts_leaves_exactly_the_honest_viewers_and_no_traceback(relaying):
+    server, log = relaying
+    honest = Viewer(server, want=10**9)
+    wait_until(lambda: len(honest.data) > 0, what="the honest viewer's bytes")
+
+    # when 200 connections ask for /ts and reset
+    reset_burst(server, "/ts", 200)
+
+    # then the server counts the honest viewer alone, and goes on counting it alone
+    wait_until(lambda: status(server)["viewers"] == 1, timeout=5, what="the resets gone")
+    time.sleep(1.0)  # ten looks of the load guard
+    settled = status(server)
+    newcomers = [Viewer(server, want=10**9) for _ in range(3)]
+    wait_until(lambda: all(len(v.data) >= 200_000 for v in newcomers), what="newcomers' bytes")
+    during = status(server)
+    honest_before = len(honest.data)
+    wait_until(lambda: len(honest.data) > honest_before + 100_000, what="the honest one goes on")
+    honest_on = not honest.ended
+    for viewer in [honest, *newcomers]:
+        viewer.close()
+    wait_until(lambda: status(server)["viewers"] == 0, timeout=5, what="every viewer gone")
+
+    assert (settled["viewers"], settled["refusing_viewers"]) == (1, False)
+    assert [viewer.response.status for viewer in newcomers] == [200, 200, 200]
+    assert honest_on is True
+    # (the burst itself may have been refused while it kept the event loop late)
+    assert during["viewers_refused"] == settled["viewers_refused"]
+    assert (during["viewers"], during["viewers_shed"]) == (4, 0)
+    assert tracebacks(log) == 0
