@@ -7,7 +7,9 @@ import abc
 import asyncio
 import contextlib
 import functools
+import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
@@ -15,6 +17,7 @@ from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from channels_admin.selectors import hls_playlist, hls_segment, viewer_counts, viewer_status
 from channels_admin.services.status import STATUS_GROUP
@@ -22,6 +25,8 @@ from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
 from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
 from core.backpressure import WriteGate
 from core.threads import iterate_in_thread
+
+logger = logging.getLogger(__name__)
 
 TS_HEADERS = [
     (b"Content-Type", b"video/mp2t"),
@@ -55,12 +60,18 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
 
     What :meth:`open_stream` took is given back (:meth:`close_stream`) however the connection
     ends: the client hangs up or resets it (even before the response's first byte), the stream
-    ends, the server cuts the client off, or the server cancels the application.
+    ends, the server cuts the client off, or the server cancels the application. A client whose
+    socket takes nothing for :attr:`stalled_after_sec` is cut off: its connection costs the
+    server a writer and its buffers, and reading nothing it watches nothing.
     """
 
     # Fed directly, not through the channel layer: no per-viewer layer channel.
     channel_layer_alias = None
     writer: asyncio.Task[None] | None = None
+
+    @property
+    def stalled_after_sec(self) -> float:
+        return settings.CHANNELS_STALLED_VIEWER_SEC
 
     @abc.abstractmethod
     async def open_stream(self) -> NextChunk | None:
@@ -71,8 +82,12 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         """Free what :meth:`open_stream` took; called at least once when the response ends, so
         it frees only what is still held."""
 
-    def chunk_skipped(self, size: int) -> None:
-        """A chunk of ``size`` bytes was not sent: the client's socket was backed up."""
+    def chunk_skipped(self, size: int, *, since: float) -> None:
+        """A chunk of ``size`` bytes was not sent: the client's socket has been backed up since
+        ``since`` (monotonic)."""
+
+    def socket_drained(self) -> None:
+        """The client's socket, backed up, takes data again."""
 
     def cut_off(self) -> bool:
         """Whether the stream ended because the server cannot carry this client: then the
@@ -103,14 +118,27 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         send = self.base_send
         gate = WriteGate(send)
         writable = gate.open.is_set
+        backed_up = False
         try:
             while (data := await next_chunk()) is not None:
                 # A viewer whose socket is backed up loses this chunk rather than the writer
                 # waiting: waiting leaves its socket idle between draining and the next write.
                 if writable():
+                    if backed_up:
+                        backed_up = False
+                        self.socket_drained()
                     await send({"type": "http.response.body", "body": data, "more_body": True})
-                else:
-                    self.chunk_skipped(len(data))
+                    continue
+                backed_up, now = True, time.monotonic()
+                since = gate.shut_since or now
+                if now - since > self.stalled_after_sec and gate.abort():
+                    logger.info(
+                        "%s: cut off a client that read nothing for %.0f s",
+                        self.scope["path"],
+                        self.stalled_after_sec,
+                    )
+                    return
+                self.chunk_skipped(len(data), since=since)
             if self.cut_off() and gate.abort():
                 return
         finally:
@@ -154,8 +182,11 @@ class TransportStreamConsumer(StreamingConsumer):
         if subscription is not None:
             await viewer_leave(subscription=subscription)
 
-    def chunk_skipped(self, size: int) -> None:
-        self.subscription.skipped(size)
+    def chunk_skipped(self, size: int, *, since: float) -> None:
+        self.subscription.skipped(size, since=since)
+
+    def socket_drained(self) -> None:
+        self.subscription.drained()
 
     def cut_off(self) -> bool:
         return self.subscription.cut_off

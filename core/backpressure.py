@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from typing import Any
 
 from twisted.internet.interfaces import IPushProducer
@@ -44,6 +45,7 @@ class WriteGate:
     ) -> None:
         self.open = asyncio.Event()
         self.open.set()
+        self.shut_since: float | None = None  # when the socket last backed up, while it is
         self._request = _daphne_request(send)
         if self._request is not None:
             self._request.registerProducer(self, True)
@@ -71,12 +73,15 @@ class WriteGate:
     # IPushProducer, called by Twisted on the event loop's thread.
     def pauseProducing(self) -> None:
         self.open.clear()
+        self.shut_since = time.monotonic()
 
     def resumeProducing(self) -> None:
         self.open.set()
+        self.shut_since = None
 
     def stopProducing(self) -> None:
         self.open.set()
+        self.shut_since = None
 
 
 def _daphne_request(send: Any) -> Any:

@@ -1,6 +1,6 @@
 """Hostile clients of /ts and the demo channels (issue 47, items 1 and 2), mounted against the
 real server (daphne) on loopback: connections reset (``SO_LINGER`` 0) right after their
-``GET``. The honest viewers must be admitted and fed throughout,
+``GET``, and readers that never read. The honest viewers must be admitted and fed throughout,
 the server must count exactly the connections it has, and log no traceback."""
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from tests.channels_admin.test_stream_server import Viewer, playlist_for
 from tests.channels_admin.upstream import TsUpstream
 from tests.conftest import running_server
 
+STALLED_VIEWER_SEC = 3
+
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[TsUpstream]:
@@ -37,6 +39,7 @@ def relaying(upstream, tmp_path_factory) -> Iterator[tuple[str, Path]]:
     with running_server(
         var_dir,
         CHANNELS_PLAYLIST_PATH=str(playlist),
+        CHANNELS_STALLED_VIEWER_SEC=str(STALLED_VIEWER_SEC),
     ) as server:
         select(server, "a")
         wait_until(lambda: not status(server)["transitioning"], what="first bytes")
@@ -75,6 +78,16 @@ def reset_burst(server: str, path: str, count: int, *, clients: int = 1) -> None
             sock.close()
 
 
+def stalled_reader(server: str) -> socket.socket:
+    """A client that asks for /ts and never reads (its receive buffer as small as it goes)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(5)
+    sock.connect((urlsplit(server).hostname, urlsplit(server).port))
+    sock.sendall(request_line("/ts"))
+    return sock
+
+
 def tracebacks(log: Path) -> int:
     return log.read_text(errors="replace").count("Traceback")
 
@@ -107,4 +120,45 @@ def test_a_reset_burst_on_ts_leaves_exactly_the_honest_viewers_and_no_traceback(
     # (the burst itself may have been refused while it kept the event loop late)
     assert during["viewers_refused"] == settled["viewers_refused"]
     assert (during["viewers"], during["viewers_shed"]) == (4, 0)
+    assert tracebacks(log) == 0
+
+
+def test_readers_that_never_read_neither_lock_out_honest_viewers_nor_stay(relaying):
+    server, log = relaying
+    stalled = [stalled_reader(server) for _ in range(8)]
+    try:
+        wait_until(lambda: status(server)["viewers"] == 8, what="the stalled readers in")
+        time.sleep(2.5)  # their sockets back up (a MB each): their writers skip their chunks
+
+        # when ten honest viewers come
+        honest = [Viewer(server, want=10**9) for _ in range(10)]
+        wait_until(lambda: all(len(v.data) >= 200_000 for v in honest), what="honest bytes")
+        during = status(server)
+
+        # then they are all let in and fed; the stalled readers are cut off within the bound
+        wait_until(
+            lambda: status(server)["viewers"] == 10,
+            timeout=STALLED_VIEWER_SEC + 3,
+            what="the stalled readers cut off",
+        )
+        honest_before = [len(viewer.data) for viewer in honest]
+        wait_until(
+            lambda: all(
+                len(v.data) > before + 100_000
+                for v, before in zip(honest, honest_before, strict=True)
+            ),
+            what="the honest ones go on",
+        )
+        after = status(server)
+        honest_on = [not viewer.ended for viewer in honest]
+        for viewer in honest:
+            viewer.close()
+    finally:
+        for sock in stalled:
+            sock.close()
+
+    assert [viewer.response.status for viewer in honest] == [200] * 10
+    assert during["viewers"] == 18
+    assert honest_on == [True] * 10
+    assert (after["viewers"], after["viewers_refused"], after["viewers_shed"]) == (10, 0, 0)
     assert tracebacks(log) == 0
