@@ -6,12 +6,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import functools
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import ClassVar
 
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
@@ -20,11 +17,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from channels_admin.selectors import hls_playlist, hls_segment, viewer_counts, viewer_status
+from channels_admin.services.demo_streams import DemoStream, demo_stream_start, demo_stream_stop
 from channels_admin.services.status import STATUS_GROUP
 from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
+from config.client_address import address_of
 from core.backpressure import WriteGate
-from core.threads import iterate_in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -194,32 +191,37 @@ class TransportStreamConsumer(StreamingConsumer):
 
 class DemoChannelConsumer(StreamingConsumer):
     """``GET /tv/demo/<n>.ts``: a live test pattern encoded here, so the default playlist
-    plays with no internet. Encoders are capped, as each costs a share of a core."""
+    plays with no internet. Encoders are capped in all and per client, as each costs a share
+    of a core (``services/demo_streams.py``)."""
 
-    MAX_ENCODERS = 4
-    _running: ClassVar[int] = 0
-    stop: threading.Event | None = None
+    stream: DemoStream | None = None
 
     async def open_stream(self) -> NextChunk | None:
-        number = self.scope["url_route"]["kwargs"]["number"]
-        if DemoChannelConsumer._running >= self.MAX_ENCODERS:
-            await self.send_response(503, b"too many demo streams", headers=[TEXT])
-            return None
-        DemoChannelConsumer._running += 1
-        self.stop = threading.Event()
-        chunks = iterate_in_thread(
-            lambda: demo_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
-            stop=self.stop,
-            name="demo-channel",
-            buffered=64,
+        started = demo_stream_start(
+            number=self.scope["url_route"]["kwargs"]["number"], client=scope_client(self.scope)
         )
-        return functools.partial(anext, chunks, None)
+        if isinstance(started, Refusal):
+            retry = str(started.retry_after_sec).encode()
+            await self.send_response(
+                503, started.reason.encode(), headers=[TEXT, (b"Retry-After", retry)]
+            )
+            return None
+        self.stream = started
+        return started.next_chunk
 
     async def close_stream(self) -> None:
-        if self.stop is not None:
-            self.stop.set()
-            self.stop = None
-            DemoChannelConsumer._running -= 1
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            demo_stream_stop(stream=stream)
+
+
+def scope_client(scope: dict) -> str:
+    """The client's address (``config/client_address.py``) from an ASGI scope."""
+    peer = (scope.get("client") or ("",))[0]
+    forwarded_for = b",".join(
+        value for name, value in scope.get("headers", ()) if name == b"x-forwarded-for"
+    )
+    return address_of(peer, forwarded_for.decode("latin-1"))
 
 
 class HlsConsumer(AsyncHttpConsumer, abc.ABC):

@@ -5,6 +5,8 @@ the server must count exactly the connections it has, and log no traceback."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import socket
 import struct
 import time
@@ -14,11 +16,12 @@ from select import select as readable_of
 from urllib.parse import urlsplit
 
 import pytest
+import requests
 
 from tests.channels_admin.stream_client import select, status, wait_until
 from tests.channels_admin.test_stream_server import Viewer, playlist_for
 from tests.channels_admin.upstream import TsUpstream
-from tests.conftest import running_server
+from tests.conftest import free_port, running_server
 
 STALLED_VIEWER_SEC = 3
 
@@ -44,6 +47,14 @@ def relaying(upstream, tmp_path_factory) -> Iterator[tuple[str, Path]]:
         select(server, "a")
         wait_until(lambda: not status(server)["transitioning"], what="first bytes")
         yield server, var_dir / "daphne.log"
+
+
+@pytest.fixture
+def demo_server(tmp_path) -> Iterator[tuple[str, Path]]:
+    """A server of its own with the default playlist: its demo channels, and its log."""
+    port = free_port()
+    with running_server(tmp_path, port=port, SERVER_URL=f"http://127.0.0.1:{port}") as server:
+        yield server, tmp_path / "daphne.log"
 
 
 def request_line(path: str, client: str | None = None) -> bytes:
@@ -161,4 +172,66 @@ def test_readers_that_never_read_neither_lock_out_honest_viewers_nor_stay(relayi
     assert during["viewers"] == 18
     assert honest_on == [True] * 10
     assert (after["viewers"], after["viewers_refused"], after["viewers_shed"]) == (10, 0, 0)
+    assert tracebacks(log) == 0
+
+
+@contextlib.contextmanager
+def demo_streams(server: str, clients: list[str], path: str = "/tv/demo/1.ts") -> Iterator[list]:
+    """A GET of ``path`` held open from each of ``clients`` (as a trusted proxy names them);
+    yields their answers (status, body of a refusal) and closes them on exit."""
+    connections, answers = [], []
+    try:
+        for client in clients:
+            parts = urlsplit(server)
+            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+            connections.append(connection)
+            connection.request("GET", path, headers={"X-Forwarded-For": client})
+            response = connection.getresponse()
+            body = response.read().decode() if response.status != 200 else ""
+            answers.append((response.status, body))
+        yield answers
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_a_reset_burst_on_a_demo_channel_leaves_every_encoder_free(demo_server):
+    server, log = demo_server
+
+    # when 60 connections from 20 addresses ask for a demo channel and reset
+    reset_burst(server, "/tv/demo/2.ts", 60, clients=20)
+
+    # then the four encoders are free again: four clients get one each, and a fifth none
+    clients = [f"198.51.100.{n}" for n in range(1, 6)]
+    expected = [(200, "")] * 4 + [
+        (503, "this server runs its most demo streams (4): try again shortly")
+    ]
+
+    def five_ask() -> bool:
+        with demo_streams(server, clients) as answers:
+            return answers == expected
+
+    wait_until(five_ask, timeout=5, what=f"{expected} to five clients")
+    assert tracebacks(log) == 0
+
+
+def test_one_client_holds_at_most_its_share_of_the_encoders_and_the_hub_gets_one(demo_server):
+    server, log = demo_server
+
+    # when one client asks for four demo streams and holds them
+    with demo_streams(server, ["198.51.100.7"] * 4) as answers:
+        # then it gets two, and an administrator's switch to a demo channel plays
+        select(server, "demo.2")
+        wait_until(lambda: not status(server)["transitioning"], what="the demo channel plays")
+        played = status(server)
+        with requests.get(f"{server}/ts", stream=True, timeout=5) as viewer:
+            first = next(viewer.iter_content(65536))
+
+    assert (
+        answers
+        == [(200, "")] * 2
+        + [(503, "this client runs its most demo streams (2): try again shortly")] * 2
+    )
+    assert (played["live"], played["upstream_down"]) == (True, False)
+    assert (viewer.status_code, first[0]) == (200, 0x47)
     assert tracebacks(log) == 0
