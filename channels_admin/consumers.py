@@ -6,23 +6,25 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import functools
-import threading
+import logging
+import time
 from collections.abc import Awaitable, Callable
-from typing import ClassVar
 
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from channels_admin.selectors import hls_playlist, hls_segment, viewer_counts, viewer_status
+from channels_admin.services.demo_streams import DemoStream, demo_stream_start, demo_stream_stop
 from channels_admin.services.status import STATUS_GROUP
 from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
+from config.client_address import address_of
 from core.backpressure import WriteGate
 from core.message_budget import MessageBudgetMixin
-from core.threads import iterate_in_thread
+
+logger = logging.getLogger(__name__)
 
 TS_HEADERS = [
     (b"Content-Type", b"video/mp2t"),
@@ -53,11 +55,21 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
 
     The task leaves this consumer free to receive ASGI messages, so a viewer's disconnect is
     seen (and its resources freed) at once. Subclasses implement :meth:`open_stream`.
+
+    What :meth:`open_stream` took is given back (:meth:`close_stream`) however the connection
+    ends: the client hangs up or resets it (even before the response's first byte), the stream
+    ends, the server cuts the client off, or the server cancels the application. A client whose
+    socket takes nothing for :attr:`stalled_after_sec` is cut off: its connection costs the
+    server a writer and its buffers, and reading nothing it watches nothing.
     """
 
     # Fed directly, not through the channel layer: no per-viewer layer channel.
     channel_layer_alias = None
     writer: asyncio.Task[None] | None = None
+
+    @property
+    def stalled_after_sec(self) -> float:
+        return settings.CHANNELS_STALLED_VIEWER_SEC
 
     @abc.abstractmethod
     async def open_stream(self) -> NextChunk | None:
@@ -65,16 +77,27 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         answering with an error response."""
 
     async def close_stream(self) -> None:
-        """Free what :meth:`open_stream` took; called once when the response ends."""
+        """Free what :meth:`open_stream` took; called at least once when the response ends, so
+        it frees only what is still held."""
 
-    def chunk_skipped(self, size: int) -> None:
-        """A chunk of ``size`` bytes was not sent: the client's socket was backed up."""
+    def chunk_skipped(self, size: int, *, since: float) -> None:
+        """A chunk of ``size`` bytes was not sent: the client's socket has been backed up since
+        ``since`` (monotonic)."""
+
+    def socket_drained(self) -> None:
+        """The client's socket, backed up, takes data again."""
 
     def cut_off(self) -> bool:
         """Whether the stream ended because the server cannot carry this client: then the
         connection is dropped with what is still buffered for it, which would cost the server
         the time it is short of."""
         return False
+
+    async def __call__(self, scope: dict, receive: object, send: object) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._end()
 
     async def http_request(self, message: dict) -> None:
         if message.get("more_body"):
@@ -93,14 +116,27 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         send = self.base_send
         gate = WriteGate(send)
         writable = gate.open.is_set
+        backed_up = False
         try:
             while (data := await next_chunk()) is not None:
                 # A viewer whose socket is backed up loses this chunk rather than the writer
                 # waiting: waiting leaves its socket idle between draining and the next write.
                 if writable():
+                    if backed_up:
+                        backed_up = False
+                        self.socket_drained()
                     await send({"type": "http.response.body", "body": data, "more_body": True})
-                else:
-                    self.chunk_skipped(len(data))
+                    continue
+                backed_up, now = True, time.monotonic()
+                since = gate.shut_since or now
+                if now - since > self.stalled_after_sec and gate.abort():
+                    logger.info(
+                        "%s: cut off a client that read nothing for %.0f s",
+                        self.scope["path"],
+                        self.stalled_after_sec,
+                    )
+                    return
+                self.chunk_skipped(len(data), since=since)
             if self.cut_off() and gate.abort():
                 return
         finally:
@@ -108,11 +144,18 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def disconnect(self) -> None:
-        if self.writer is not None:
-            self.writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.writer
-        await self.close_stream()
+        await self._end()
+
+    async def _end(self) -> None:
+        """Stop the writer and free the stream's resources; once is enough, more is harmless."""
+        writer, self.writer = self.writer, None
+        try:
+            if writer is not None:
+                writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await writer
+        finally:
+            await self.close_stream()
 
 
 class TransportStreamConsumer(StreamingConsumer):
@@ -133,11 +176,15 @@ class TransportStreamConsumer(StreamingConsumer):
         return joined.next_data
 
     async def close_stream(self) -> None:
-        if self.subscription is not None:
-            await viewer_leave(subscription=self.subscription)
+        subscription, self.subscription = self.subscription, None
+        if subscription is not None:
+            await viewer_leave(subscription=subscription)
 
-    def chunk_skipped(self, size: int) -> None:
-        self.subscription.skipped(size)
+    def chunk_skipped(self, size: int, *, since: float) -> None:
+        self.subscription.skipped(size, since=since)
+
+    def socket_drained(self) -> None:
+        self.subscription.drained()
 
     def cut_off(self) -> bool:
         return self.subscription.cut_off
@@ -145,32 +192,37 @@ class TransportStreamConsumer(StreamingConsumer):
 
 class DemoChannelConsumer(StreamingConsumer):
     """``GET /tv/demo/<n>.ts``: a live test pattern encoded here, so the default playlist
-    plays with no internet. Encoders are capped, as each costs a share of a core."""
+    plays with no internet. Encoders are capped in all and per client, as each costs a share
+    of a core (``services/demo_streams.py``)."""
 
-    MAX_ENCODERS = 4
-    _running: ClassVar[int] = 0
-    stop: threading.Event | None = None
+    stream: DemoStream | None = None
 
     async def open_stream(self) -> NextChunk | None:
-        number = self.scope["url_route"]["kwargs"]["number"]
-        if DemoChannelConsumer._running >= self.MAX_ENCODERS:
-            await self.send_response(503, b"too many demo streams", headers=[TEXT])
-            return None
-        DemoChannelConsumer._running += 1
-        self.stop = threading.Event()
-        chunks = iterate_in_thread(
-            lambda: demo_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
-            stop=self.stop,
-            name="demo-channel",
-            buffered=64,
+        started = demo_stream_start(
+            number=self.scope["url_route"]["kwargs"]["number"], client=scope_client(self.scope)
         )
-        return functools.partial(anext, chunks, None)
+        if isinstance(started, Refusal):
+            retry = str(started.retry_after_sec).encode()
+            await self.send_response(
+                503, started.reason.encode(), headers=[TEXT, (b"Retry-After", retry)]
+            )
+            return None
+        self.stream = started
+        return started.next_chunk
 
     async def close_stream(self) -> None:
-        if self.stop is not None:
-            self.stop.set()
-            self.stop = None
-            DemoChannelConsumer._running -= 1
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            demo_stream_stop(stream=stream)
+
+
+def scope_client(scope: dict) -> str:
+    """The client's address (``config/client_address.py``) from an ASGI scope."""
+    peer = (scope.get("client") or ("",))[0]
+    forwarded_for = b",".join(
+        value for name, value in scope.get("headers", ()) if name == b"x-forwarded-for"
+    )
+    return address_of(peer, forwarded_for.decode("latin-1"))
 
 
 class HlsConsumer(AsyncHttpConsumer, abc.ABC):

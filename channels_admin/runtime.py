@@ -1,5 +1,5 @@
-"""This process's stream runtime: its hub, the admission of its viewers, and (with Redis) the
-listener that makes its hub follow the switches other processes make.
+"""This process's stream runtime: its hub, the admission of its viewers, its demo encoders, and
+(with Redis) the listener that makes its hub follow the switches other processes make.
 
 One object per process (:func:`stream_runtime`), because the hub holds the process's ONE
 upstream connection: two hubs would open two. The hub itself is built on first use, on the
@@ -19,16 +19,21 @@ from django.conf import settings
 from channels_admin.models import StreamState
 from channels_admin.services.status import hub_event_record
 from channels_admin.streaming.admission import Admission, LoadGuard
+from channels_admin.streaming.encoder_slots import DEMO_ENCODERS, EncoderSlots
 from channels_admin.streaming.hub import Hub, Upstream
 from channels_admin.streaming.relay import Relay
 
 
 class StreamRuntime:
-    """The hub (built once, behind a lock), the admission of ``/ts`` viewers, and the switch
-    listener; :meth:`close` ends them for a server shutdown (a later use builds a new hub)."""
+    """The hub (built once, behind a lock), the admission of ``/ts`` viewers, the demo
+    channels' encoders, and the switch listener; :meth:`close` ends them for a server shutdown
+    (a later use builds a new hub)."""
 
     def __init__(self) -> None:
         self.admission = Admission(max_viewers=settings.CHANNELS_MAX_VIEWERS)
+        self.demo_slots = EncoderSlots(
+            total=DEMO_ENCODERS, per_client=settings.CHANNELS_DEMO_STREAMS_PER_CLIENT
+        )
         self._hub: Hub | None = None
         self._hub_ready: asyncio.Lock | None = None
         self._switch_listener: asyncio.Task[None] | None = None

@@ -297,6 +297,11 @@ CHANNELS_GOP_CACHE_SEC = env_int("CHANNELS_GOP_CACHE_SEC", 15, minimum=1)
 CHANNELS_HLS_MAX_BANDWIDTH = env_int("CHANNELS_HLS_MAX_BANDWIDTH", 0, minimum=1) or None
 # Viewers of /ts one server process carries at most; the next get 503 (unset or 0: no cap).
 CHANNELS_MAX_VIEWERS = env_int("CHANNELS_MAX_VIEWERS", 0, minimum=0) or None
+# A /ts (or demo channel) client whose socket takes nothing for this many seconds is cut off.
+CHANNELS_STALLED_VIEWER_SEC = env_int("CHANNELS_STALLED_VIEWER_SEC", 60, minimum=1)
+# Demo channel streams (/tv/demo/<n>.ts) one client may hold at once, of the 4 a process runs:
+# the hub's own request for a demo channel must find one free.
+CHANNELS_DEMO_STREAMS_PER_CLIENT = env_int("CHANNELS_DEMO_STREAMS_PER_CLIENT", 2, minimum=1)
 
 LOGGING = {
     "version": 1,

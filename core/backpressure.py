@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from typing import Any
 
 from twisted.internet.interfaces import IPushProducer
@@ -44,6 +45,7 @@ class WriteGate:
     ) -> None:
         self.open = asyncio.Event()
         self.open.set()
+        self.shut_since: float | None = None  # when the socket last backed up, while it is
         self._request = _daphne_request(send)
         if self._request is not None:
             self._request.registerProducer(self, True)
@@ -71,19 +73,27 @@ class WriteGate:
     # IPushProducer, called by Twisted on the event loop's thread.
     def pauseProducing(self) -> None:
         self.open.clear()
+        self.shut_since = time.monotonic()
 
     def resumeProducing(self) -> None:
         self.open.set()
+        self.shut_since = None
 
     def stopProducing(self) -> None:
         self.open.set()
+        self.shut_since = None
 
 
 def _daphne_request(send: Any) -> Any:
-    """daphne's ``send`` is ``partial(server.handle_reply, request)``: return that request."""
+    """daphne's ``send`` is ``partial(server.handle_reply, request)``: return that request,
+    while its connection lasts. A client may hang up (or reset) before the response's first
+    write; its request has no channel then, daphne drops what is sent to it, and there is no
+    socket to pace."""
     args = getattr(send, "args", ())
     request = args[0] if args else None
-    return request if hasattr(request, "registerProducer") else None
+    if not hasattr(request, "registerProducer") or getattr(request, "channel", None) is None:
+        return None
+    return request
 
 
 def _buffers_size(request: Any, transport_buffer: int, socket_buffer: int) -> None:

@@ -9,7 +9,10 @@ Two limits, either enough to refuse:
 - a fixed cap, ``CHANNELS_MAX_VIEWERS``;
 - a guard that needs no tuning (:class:`LoadGuard`), which learns the process's room from its
   event loop's lateness and its viewers' losses, cuts off the newest viewers when the process
-  cannot keep up with those it has, and probes for room again once all is calm.
+  cannot keep up with those it has, and probes for room again once all is calm. It counts only
+  the viewers that read: a client that reads nothing costs the process next to nothing, and
+  what it loses says nothing of the process's load, so it neither takes room nor tells the
+  guard the process is short of it.
 """
 
 from __future__ import annotations
@@ -46,8 +49,12 @@ class Viewers(Protocol):
     def streamed_bytes(self) -> int:
         """The bytes of the stream relayed to viewers so far."""
 
+    @property
+    def viewers(self) -> int:
+        """How many viewers there are, those that read nothing included."""
+
     def viewer_drops(self) -> dict[int, int]:
-        """Per viewer, the bytes of the stream it lost so far."""
+        """Per viewer that reads, the bytes of the stream it lost so far."""
 
     def shed(self, count: int) -> None:
         """End the streams of the ``count`` newest viewers."""
@@ -75,6 +82,9 @@ class LoadGuard:
     While viewers wait at the limit and all is calm, it rises by ``RAISE`` every ``CALM_SEC``,
     probing for room, as TCP's congestion window does. Viewers leaving in numbers cost the loop
     time and lose data on their way out: such looks teach nothing.
+
+    Viewers that read nothing (:meth:`Viewers.viewer_drops` leaves them out) count neither for
+    the limit nor for the losses.
     """
 
     def __init__(self, viewers: Viewers) -> None:
@@ -88,6 +98,7 @@ class LoadGuard:
         self._looks: deque[tuple[float, int, dict[int, int]]] = deque()
         self._late_since: float | None = None  # since when every look found the loop late
         self._viewers_before = 0  # at the last look
+        self._not_reading = 0  # viewers that read nothing, at the last look
         self._due = float("inf")  # when the next look is due
         self._arrived_at = -float("inf")  # the last viewer to ask to join
         self._calm_since = -float("inf")  # the last sign of overload, or the last raise
@@ -106,17 +117,21 @@ class LoadGuard:
             self._task = None
 
     def refuses(self, viewers: int) -> bool:
-        """Whether one more viewer is too many; a viewer asking counts as an arrival."""
+        """Whether one more viewer is too many for ``viewers`` (all of them: those that read
+        nothing are taken off here); a viewer asking counts as an arrival."""
         self._arrived_at = now = time.monotonic()
         if self._late(now):
             if self._late_since is None:
                 self.reason = f"its event loop runs {now - self._due:.2f} s late"
             return True
-        return self.limit is not None and viewers >= self.limit
+        return self._at_limit(viewers)
 
     def full(self, viewers: int) -> bool:
         """Whether it refuses now, for the status (not an arrival)."""
-        return self._late(time.monotonic()) or (self.limit is not None and viewers >= self.limit)
+        return self._late(time.monotonic()) or self._at_limit(viewers)
+
+    def _at_limit(self, viewers: int) -> bool:
+        return self.limit is not None and viewers - self._not_reading >= self.limit
 
     def _late(self, now: float) -> bool:
         """Late now (its look, due a while ago, still waits for the loop), or at the last look."""
@@ -133,6 +148,7 @@ class LoadGuard:
         """One look at the loop's ``lag`` (seconds late) and the viewers' losses."""
         drops = self._watched.viewer_drops()
         viewers = len(drops)
+        self._not_reading = max(0, self._watched.viewers - viewers)
         self._looks.append((now, self._watched.streamed_bytes, drops))
         # what it delivered counts from the last arrival on: a crowd's work is not the load
         while len(self._looks) > 1 and (

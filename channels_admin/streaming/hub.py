@@ -22,7 +22,7 @@ are reported to a callback.
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
   and timestamps differ.
 - When the process cannot carry its viewers, the load guard (``admission.py``) ends the streams
-  of the newest (:meth:`Hub.shed`); what each viewer lost is counted for it
+  of the newest (:meth:`Hub.shed`); what each viewer that reads lost is counted for it
   (:meth:`Hub.viewer_drops`).
 - With a :class:`~channels_admin.streaming.relay.Relay` (several server processes), only the
   process that owns the upstream reads it, and publishes what it reads; the others follow those
@@ -212,11 +212,15 @@ class Hub:
             return self.viewers
 
     def viewer_drops(self) -> dict[int, int]:
-        """Per viewer of this process (by its subscription's id), the bytes it has lost: its
-        buffer overflows when its writer cannot keep up, and its writer skips chunks while its
-        socket is backed up."""
+        """Per viewer of this process that reads (by its subscription's id), the bytes it has
+        lost: its buffer overflows when its writer cannot keep up, and its writer skips chunks
+        while its socket is backed up. A viewer that reads nothing is left out: what it loses
+        says nothing of the process's load (``subscription.py``)."""
+        now = time.monotonic()
         return {
-            id(subscription): subscription.dropped_bytes for subscription in self._subscriptions
+            id(subscription): subscription.dropped_bytes
+            for subscription in self._subscriptions
+            if subscription.reads(now)
         }
 
     def subscribe(self) -> Subscription:

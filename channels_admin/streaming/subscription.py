@@ -2,12 +2,21 @@
 
 A viewer that cannot keep up loses the OLDEST chunks (whole chunks of whole packets) instead of
 slowing the upstream read or the other viewers; what it lost is counted, for the load guard.
+
+A viewer whose socket is backed up has the chunks that come meanwhile skipped by its writer.
+They count as lost only once its socket takes data again: a viewer that reads nothing (a
+stalled or hostile client) tells nothing of the server's load, and after
+:data:`NOT_READING_SEC` the guard leaves it out altogether (:meth:`Subscription.reads`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+
+# A viewer whose socket has taken nothing for this long does not read: the load guard counts it
+# neither as a viewer nor for what it loses.
+NOT_READING_SEC = 3.0
 
 
 class Subscription:
@@ -20,6 +29,8 @@ class Subscription:
         self._wakeup = asyncio.Event()
         self.ended = self.cut_off = False
         self.dropped_bytes = 0  # what this viewer lost: its buffer overflowed, or was skipped
+        self.skipped_bytes = 0  # skipped since its socket last took data
+        self.stalled_since: float | None = None  # when its socket backed up (monotonic), while
 
     def widen(self, limit_bytes: int) -> None:
         """Hold at least ``limit_bytes`` from now on (the upstream comes in larger bursts)."""
@@ -34,9 +45,21 @@ class Subscription:
             self.dropped_bytes += len(dropped)
         self._wakeup.set()
 
-    def skipped(self, size: int) -> None:
-        """The viewer's writer skipped a chunk of ``size`` bytes (its socket was backed up)."""
-        self.dropped_bytes += size
+    def skipped(self, size: int, *, since: float) -> None:
+        """The viewer's writer skipped a chunk of ``size`` bytes: its socket has been backed up
+        since ``since`` (monotonic). Lost only if the viewer reads again (:meth:`drained`)."""
+        self.skipped_bytes += size
+        self.stalled_since = since
+
+    def drained(self) -> None:
+        """The viewer's socket takes data again: what its writer skipped meanwhile was lost."""
+        self.dropped_bytes += self.skipped_bytes
+        self.skipped_bytes = 0
+        self.stalled_since = None
+
+    def reads(self, now: float) -> bool:
+        """Whether the viewer reads: its socket has taken data within ``NOT_READING_SEC``."""
+        return self.stalled_since is None or now - self.stalled_since < NOT_READING_SEC
 
     def end(self, *, cut_off: bool = False) -> None:
         """No more data; ``cut_off``: because the process cannot carry this viewer."""

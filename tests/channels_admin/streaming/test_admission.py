@@ -20,6 +20,10 @@ class Viewers:
         self.lost = {viewer: 0 for viewer in range(count)}
         self.cut_off: list[int] = []
 
+    @property
+    def viewers(self) -> int:
+        return len(self.lost)
+
     def viewer_drops(self) -> dict[int, int]:
         return dict(self.lost)
 

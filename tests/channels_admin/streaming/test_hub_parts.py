@@ -4,9 +4,10 @@ and cutting viewers off."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from channels_admin.streaming.hub import Hub
-from channels_admin.streaming.subscription import Subscription
+from channels_admin.streaming.subscription import NOT_READING_SEC, Subscription
 from channels_admin.streaming.ts import TS_PACKET, PacketAligner
 
 
@@ -101,10 +102,23 @@ async def test_subscription_waits_for_data_then_reports_its_end():
 async def test_a_viewer_whose_socket_was_backed_up_lost_what_its_writer_skipped():
     hub = Hub(connect_timeout=1, stall_timeout=1, viewer_buffer_bytes=10 * TS_PACKET)
     kept_up, backed_up = hub.subscribe(), hub.subscribe()
-    backed_up.skipped(TS_PACKET)
-    backed_up.skipped(2 * TS_PACKET)
+    since = time.monotonic()
+    backed_up.skipped(TS_PACKET, since=since)
+    backed_up.skipped(2 * TS_PACKET, since=since)
+    while_backed_up = hub.viewer_drops()
+    backed_up.drained()
 
+    # lost once it reads again: until then it may be a client that reads nothing
+    assert while_backed_up == {id(kept_up): 0, id(backed_up): 0}
     assert hub.viewer_drops() == {id(kept_up): 0, id(backed_up): 3 * TS_PACKET}
+
+
+async def test_a_viewer_that_reads_nothing_is_left_out_of_the_losses():
+    hub = Hub(connect_timeout=1, stall_timeout=1, viewer_buffer_bytes=10 * TS_PACKET)
+    reading, stalled = hub.subscribe(), hub.subscribe()
+    stalled.skipped(TS_PACKET, since=time.monotonic() - NOT_READING_SEC)
+
+    assert (hub.viewers, hub.viewer_drops()) == (2, {id(reading): 0})
 
 
 async def test_shedding_ends_the_streams_of_the_newest_viewers():
