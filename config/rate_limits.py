@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import math
+import re
 import time
 
 from asgiref.sync import sync_to_async
@@ -88,14 +89,22 @@ class RateLimitGate:
     here; and as a client that sends again at once waits a second for each answer, a flood is
     held to a request a second per connection, which leaves the CPU to the other clients. What
     counts is done later, where the cost is known (``config/graphql.py``, the propagation
-    view); here the counter is only read."""
+    view, the annotation import and exports); here the counter is only read."""
 
-    def __init__(self, app: App, *, paths: frozenset[str]) -> None:
+    def __init__(
+        self, app: App, *, paths: frozenset[str], path_pattern: re.Pattern[str] | None = None
+    ) -> None:
         self.app = app
         self.paths = paths
+        self.path_pattern = path_pattern  # more paths, by a pattern they match in full
+
+    def _gated(self, path: str) -> bool:
+        if path in self.paths:
+            return True
+        return self.path_pattern is not None and self.path_pattern.fullmatch(path) is not None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.paths:
+        if scope["type"] == "http" and scope["method"] == "POST" and self._gated(scope["path"]):
             wait = await self._wait(scope)
             if wait is not None:
                 await asyncio.sleep(min(wait, TARPIT_SEC))

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import math
 import mimetypes
 import re
+import threading
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -41,22 +44,28 @@ from django.views.decorators.http import require_safe
 
 from config.client_address import client_address
 from config.rate_limits import rate_limit_refusal, rate_limit_wait
-from segmentation.errors import ErrorCode, SegmentationError
-from segmentation.graphql.cost import PROPAGATION
+from core.threads import Stopped, call_in_thread
+from segmentation.annotation_json import annotations_bound, annotations_parse
+from segmentation.errors import ErrorCode, SegmentationError, TooComplex
+from segmentation.graphql.cost import EXPORT_FRAME, PROPAGATION, file_cost, prompts_cost
 from segmentation.graphql.types import VIDEO_TYPE
+from segmentation.models import Video
 from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id, videos_at
 from segmentation.services.coco_instances import coco_instances_build
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
-from segmentation.services.session_types import Propagation
+from segmentation.services.session_types import Annotations, Propagation
 from segmentation.services.sessions import (
     session_annotations,
     session_annotations_import,
     session_engine,
     session_propagation,
 )
+from segmentation.services.uploads import annotations_check, annotations_read
 from segmentation.services.yolo_polygons import yolo_labels_build
+
+logger = logging.getLogger(__name__)
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
@@ -168,49 +177,92 @@ def frame_image(request: HttpRequest, frame_index: int) -> HttpResponse:
 
 
 @csrf_exempt
-def masks_archive(request: HttpRequest) -> HttpResponse:
+async def masks_archive(request: HttpRequest) -> HttpResponse:
     """``POST /annotations/masks.zip`` with annotations in the export format: a ZIP of per-frame
     label PNGs (DAVIS layout), as a download."""
-    return _converted(request, build=mask_archive_build, content_type="application/zip")
+    return await _converted(request, build=mask_archive_build, content_type="application/zip")
 
 
 @csrf_exempt
-def coco_instances(request: HttpRequest) -> HttpResponse:
+async def coco_instances(request: HttpRequest) -> HttpResponse:
     """``POST /annotations/coco.json`` with annotations in the export format: a COCO instances
     file, one category per object, as a download."""
-    return _converted(request, build=coco_instances_build, content_type="application/json")
+    return await _converted(request, build=coco_instances_build, content_type="application/json")
 
 
 @csrf_exempt
-def yolo_labels(request: HttpRequest) -> HttpResponse:
+async def yolo_labels(request: HttpRequest) -> HttpResponse:
     """``POST /annotations/yolo.zip`` with annotations in the export format: a ZIP of YOLO
     segmentation labels, one class per object, as a download."""
-    return _converted(request, build=yolo_labels_build, content_type="application/zip")
+    return await _converted(request, build=yolo_labels_build, content_type="application/zip")
 
 
-def _converted(
+async def _converted(
     request: HttpRequest,
     *,
     build: Callable[..., tuple[str, bytes]],
     content_type: str,
 ) -> HttpResponse:
     """The posted annotations (the export format), converted by ``build`` and answered as a
-    download."""
+    download. A file over the bounds of ``annotation_json.py`` is refused first; reading one is
+    charged to the client's cost limit before it is parsed, and
+    the conversion by its frames before it runs; the conversion runs in a thread of its own,
+    which stops at its next frame when the client hangs up."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
+    body = _annotation_body(request)
     try:
-        # Read as a stream: a long video's annotations outgrow DATA_UPLOAD_MAX_MEMORY_SIZE, and
-        # the body cap in front of Django bounds them.
-        data = json.load(request)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
+        annotations_bound(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+    except SegmentationError as error:
+        return _refusal(error)
+    refused = await sync_to_async(_charged)(request, weight=file_cost(len(body)))
+    if refused is not None:
+        return refused
     try:
-        name, content = build(data=data)
+        data, video = await sync_to_async(_checked)(body)
+    except SegmentationError as error:
+        return _refusal(error)
+    refused = await sync_to_async(_charged)(request, weight=EXPORT_FRAME * len(data["frames"]))
+    if refused is not None:
+        return refused
+    stop = threading.Event()
+
+    def convert() -> tuple[str, bytes]:
+        try:
+            return build(video=video, data=data, stop=stop)
+        except Stopped:
+            logger.info("%s stopped: the client went away", request.path)
+            raise
+
+    try:
+        name, content = await call_in_thread(convert, stop=stop, name="export")
     except SegmentationError as error:
         return _refusal(error)
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = _attachment(name)
     return response
+
+
+def _annotation_body(request: HttpRequest) -> bytes:
+    """The request's body, an annotation file: read no further than a byte past the cap (a
+    longer one is refused by its length alone, :func:`annotations_parse`)."""
+    return request.read(settings.MAX_ANNOTATIONS_BYTES + 1)
+
+
+def _checked(body: bytes) -> tuple[dict, Video]:
+    """The annotation file, parsed with bounded memory, and the video it is checked against."""
+    data = annotations_parse(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+    return data, annotations_check(data)  # a dict, once checked
+
+
+def _charged(request: HttpRequest, *, weight: int) -> JsonResponse | None:
+    """Count ``weight`` against the client's cost limit; the 429 if it is over."""
+    wait = rate_limit_wait(
+        address=client_address(request), kind="cost", rate=settings.RATE_LIMIT_COST, weight=weight
+    )
+    if wait is None:
+        return None
+    return rate_limit_refusal(path=request.path, what="work", wait=wait)
 
 
 @require_safe
@@ -235,23 +287,26 @@ def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
 def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
     """``POST /sessions/<session_id>/annotations`` with an annotation file of the session's
     video: its clicks and masks become the session's prompts, in place of its own. Answers
-    ``{"frames": [{"frame_index", "objects"}]}``, the masks of the file's frames."""
+    ``{"frames": [{"frame_index", "objects"}]}``, the masks of the file's frames. Charged as
+    reading the file, then as the ``addPoints`` it replays, and held to one GraphQL request's
+    bounds (:func:`_import_refusal`)."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
-    wait = rate_limit_wait(
-        address=client_address(request),
-        kind="cost",
-        rate=settings.RATE_LIMIT_COST,
-        weight=PROPAGATION,  # a prompt on every frame at most: a propagation's work
-    )
-    if wait is not None:
-        return rate_limit_refusal(path=request.path, what="work", wait=wait)
+    body = _annotation_body(request)
     try:
-        data = json.load(request)  # a stream, as for the exports: long videos' files are big
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
+        annotations_bound(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+    except SegmentationError as error:
+        return _refusal(error)
+    refused = _charged(request, weight=file_cost(len(body)))
+    if refused is not None:
+        return refused
     try:
-        frames = session_annotations_import(session_id=session_id, data=data)
+        data = annotations_parse(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+        annotations = annotations_read(data)
+        refused = _import_refusal(request, annotations)
+        if refused is not None:
+            return refused
+        frames = session_annotations_import(session_id=session_id, annotations=annotations)
     except SegmentationError as error:
         return _refusal(error)
     return JsonResponse(
@@ -265,6 +320,34 @@ def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
             ]
         }
     )
+
+
+def _import_refusal(request: HttpRequest, annotations: Annotations) -> JsonResponse | None:
+    """Why the import does not run: more prompts than one GraphQL request has root fields, or
+    (counted against the client's limit, refused or not, as a GraphQL request's cost is) more
+    than it may cost, or the client over its limit. ``None`` if it runs."""
+    prompts = [
+        (frame.frame_index, len(item.points or ()))
+        for frame in annotations.frames
+        for item in frame.objects
+    ]
+    if len(prompts) > settings.GRAPHQL_MAX_ROOT_FIELDS:
+        raise TooComplex(
+            f"the import would replay {len(prompts)} prompts (an object's clicks or mask on a "
+            f"frame, each an addPoints); at most {settings.GRAPHQL_MAX_ROOT_FIELDS}, as one "
+            "request's root fields"
+        )
+    cost = prompts_cost(prompts)
+    refused = _charged(request, weight=cost)
+    if refused is not None and cost <= settings.GRAPHQL_MAX_COST:
+        return refused
+    if cost > settings.GRAPHQL_MAX_COST:
+        raise TooComplex(
+            f"the import would cost the engine {cost}, as the addPoints it replays; at most "
+            f"{settings.GRAPHQL_MAX_COST} (each root field 1, each engine call 4 more, each "
+            "point 4, each frame 8)"
+        )
+    return None
 
 
 @require_safe
@@ -352,12 +435,17 @@ async def _multipart(propagation: Propagation) -> AsyncIterator[bytes]:
 
 
 def _refusal(error: SegmentationError) -> JsonResponse:
-    """The service's error, answered with the status its code carries."""
-    return _error(error.code.http_status, error.code, error.message)
+    """The service's error, answered with the status its code carries, what else it says
+    (``details``) and, if it says when to come back, ``Retry-After``."""
+    response = _error(error.code.http_status, error.code, error.message, **error.details)
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        response["Retry-After"] = str(math.ceil(retry_after))
+    return response
 
 
-def _error(status: int, code: ErrorCode, message: str) -> JsonResponse:
-    return JsonResponse({"error": message, "code": code.value}, status=status)
+def _error(status: int, code: ErrorCode, message: str, **details: object) -> JsonResponse:
+    return JsonResponse({"error": message, "code": code.value, **details}, status=status)
 
 
 def _attachment(filename: str) -> str:

@@ -16,10 +16,23 @@ aliases on ten frames take ten times that. The cost counts what the engine's tim
 A person's click is 17 (one root field, one engine call, one point, one frame); the default
 budget (``GRAPHQL_MAX_COST``, 100) admits a click of up to 21 points, or several objects'
 clicks on a few frames. A request over it is refused before any of it runs.
+
+The plain endpoints are priced in the same units, for the per-client limit
+(``RATE_LIMIT_COST``):
+
+- an annotation import (``POST /sessions/<id>/annotations``) as the ``addPoints`` it replays
+  (:func:`prompts_cost`): each object's clicks on a frame as one ``addPoints``, a mask given
+  without clicks as one without points; held to ``GRAPHQL_MAX_COST`` and
+  ``GRAPHQL_MAX_ROOT_FIELDS`` (a prompt each) as one request is;
+- reading an annotation file (the import's and the exports'): 1 per :data:`FILE_BYTES` of it
+  (its masks are decoded to be checked; a mask of 100,000 isolated pixels, 200 KB, is 50);
+- an export: besides, 1 per frame of the file (each a label PNG, a COCO image, a YOLO label).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Any
 
 from graphql import (
@@ -39,6 +52,10 @@ FRAME = 8
 OPEN = 8
 # A propagation started (POST /propagate_in_video), for the per-client limit: as a click.
 PROPAGATION = 1 + ENGINE_CALL + POINT + FRAME
+# Reading an annotation file: a unit per this many bytes (decoding and tracing 4 KB of a mask's
+# runs takes about as long as a unit of a click).
+FILE_BYTES = 4096
+EXPORT_FRAME = 1
 ENGINE_FIELDS = frozenset({"addPoints", "clearPointsInFrame", "removeObject"})
 OPENING_FIELDS = frozenset(
     {"startSession", "uploadVideo", "uploadSharedVideo", "uploadAnnotations"}
@@ -71,6 +88,22 @@ def operation_cost(
         if isinstance(frame, int | float | str):
             frames.add(frame)
     return cost + FRAME * len(frames)
+
+
+def prompts_cost(prompts: Iterable[tuple[int, int]]) -> int:
+    """What ``(frame_index, points)`` prompts would cost sent as ``addPoints`` (one root field
+    each; a mask given as a prompt has no points), each frame counted once."""
+    cost = 0
+    frames: set[int] = set()
+    for frame_index, points in prompts:
+        cost += 1 + ENGINE_CALL + POINT * points
+        frames.add(frame_index)
+    return cost + FRAME * len(frames)
+
+
+def file_cost(size: int) -> int:
+    """What reading an annotation file of ``size`` bytes costs."""
+    return 1 + math.ceil(size / FILE_BYTES)
 
 
 def root_field_names(document: DocumentNode, operation_name: str | None) -> list[str]:

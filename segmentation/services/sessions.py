@@ -16,7 +16,6 @@ from segmentation.engines.base import Direction
 from segmentation.selectors import video_get
 from segmentation.services.local_sessions import local_sessions
 from segmentation.services.session_types import Annotations, Clicks, FrameMasks, Propagation
-from segmentation.services.uploads import annotations_check
 from segmentation.services.videos import media_path
 from segmentation.workers.client import worker_client
 
@@ -123,14 +122,12 @@ def session_annotations(*, session_id: str) -> Annotations:
     return session_host().annotations(session_id=session_id)
 
 
-def session_annotations_import(*, session_id: str, data: object) -> list[FrameMasks]:
-    """Give the session the work of an annotation file of its video (checked as
-    ``uploadAnnotations`` checks one) in place of its own: the clicks where the file has them,
-    the masks as prompts elsewhere. The masks of the file's frames."""
-    annotations_check(data)
-    return session_host().import_annotations(
-        session_id=session_id, annotations=Annotations.from_message(data)
-    )
+def session_annotations_import(*, session_id: str, annotations: Annotations) -> list[FrameMasks]:
+    """Give the session the work of an annotation file of its video (checked:
+    ``uploads.annotations_read``) in place of its own: the clicks where the file has them, the
+    masks as prompts elsewhere, frame by frame while the session's engine budget lasts. The
+    masks of the file's frames."""
+    return session_host().import_annotations(session_id=session_id, annotations=annotations)
 
 
 async def session_propagation(
