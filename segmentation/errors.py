@@ -98,6 +98,24 @@ class ResourceExhausted(SegmentationError):
         self.retry_after = retry_after
 
 
+class RateLimited(SegmentationError):
+    """The client spent its cost limit (``RATE_LIMIT_COST``) in the middle of an operation that
+    is charged step by step; it may go on after ``retry_after`` seconds. ``details`` says what
+    was done (an import: which frames)."""
+
+    code = ErrorCode.RATE_LIMITED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float = 1.0,
+        details: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.retry_after = retry_after
+
+
 class TooComplex(SegmentationError):
     """More engine work in one request than one GraphQL request may ask for."""
 

@@ -43,22 +43,28 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from config.client_address import client_address
-from config.rate_limits import rate_limit_refusal, rate_limit_wait
+from config.rate_limits import CostMeter, rate_limit_capped, rate_limit_refusal, rate_limit_wait
 from core.threads import Stopped, call_in_thread
 from segmentation.annotation_json import annotations_bound, annotations_parse
-from segmentation.errors import ErrorCode, SegmentationError, TooComplex
-from segmentation.graphql.cost import EXPORT_FRAME, PROPAGATION, file_cost, prompts_cost
+from segmentation.errors import ErrorCode, SegmentationError
+from segmentation.graphql.cost import (
+    EXPORT,
+    PROPAGATION,
+    file_cost,
+    frame_cost,
+    import_prompts_check,
+)
 from segmentation.graphql.types import VIDEO_TYPE
 from segmentation.models import Video
 from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id, videos_at
+from segmentation.services.annotation_imports import session_annotations_import
 from segmentation.services.coco_instances import coco_instances_build
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
-from segmentation.services.session_types import Annotations, Propagation
+from segmentation.services.session_types import FrameMasks, Propagation
 from segmentation.services.sessions import (
     session_annotations,
-    session_annotations_import,
     session_engine,
     session_propagation,
 )
@@ -204,10 +210,10 @@ async def _converted(
     content_type: str,
 ) -> HttpResponse:
     """The posted annotations (the export format), converted by ``build`` and answered as a
-    download. A file over the bounds of ``annotation_json.py`` is refused first; reading one is
-    charged to the client's cost limit before it is parsed, and
-    the conversion by its frames before it runs; the conversion runs in a thread of its own,
-    which stops at its next frame when the client hangs up."""
+    download. A file over the bounds of ``annotation_json.py`` is refused first; the request is
+    charged to the client's cost limit by the file's size and a flat part (capped: see
+    ``segmentation/graphql/cost.py``) before it is parsed; the conversion runs in a thread of
+    its own, which stops at its next frame when the client hangs up."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
     body = _annotation_body(request)
@@ -215,16 +221,13 @@ async def _converted(
         annotations_bound(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
     except SegmentationError as error:
         return _refusal(error)
-    refused = await sync_to_async(_charged)(request, weight=file_cost(len(body)))
+    refused = await sync_to_async(_charged)(request, weight=file_cost(len(body)) + EXPORT)
     if refused is not None:
         return refused
     try:
         data, video = await sync_to_async(_checked)(body)
     except SegmentationError as error:
         return _refusal(error)
-    refused = await sync_to_async(_charged)(request, weight=EXPORT_FRAME * len(data["frames"]))
-    if refused is not None:
-        return refused
     stop = threading.Event()
 
     def convert() -> tuple[str, bytes]:
@@ -256,9 +259,14 @@ def _checked(body: bytes) -> tuple[dict, Video]:
 
 
 def _charged(request: HttpRequest, *, weight: int) -> JsonResponse | None:
-    """Count ``weight`` against the client's cost limit; the 429 if it is over."""
+    """Count ``weight`` (capped: ``rate_limit_capped``) against the client's cost limit,
+    refused or not; the 429 if it is over."""
+    rate = settings.RATE_LIMIT_COST
     wait = rate_limit_wait(
-        address=client_address(request), kind="cost", rate=settings.RATE_LIMIT_COST, weight=weight
+        address=client_address(request),
+        kind="cost",
+        rate=rate,
+        weight=rate_limit_capped(weight, rate=rate),
     )
     if wait is None:
         return None
@@ -286,12 +294,16 @@ def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
 @csrf_exempt
 def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
     """``POST /sessions/<session_id>/annotations`` with an annotation file of the session's
-    video: its clicks and masks become the session's prompts, in place of its own. Answers
-    ``{"frames": [{"frame_index", "objects"}]}``, the masks of the file's frames. Charged as
-    reading the file, then as the ``addPoints`` it replays, and held to one GraphQL request's
-    bounds (:func:`_import_refusal`)."""
+    video: its clicks and masks become the session's prompts, in place of its own, or with
+    ``?append=1`` on top of them. Answers ``{"frames": [{"frame_index", "objects"}]}``, the
+    masks of the file's frames. Charged as reading the file, then frame by frame as the
+    ``addPoints`` it replays; stopped, keeping what it did, by the client's limit or the
+    session's engine budget (``annotation_imports.py``): 429 with what was imported."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
+    append = request.GET.get("append", "0")
+    if append not in ("0", "1"):
+        return _error(400, ErrorCode.BAD_USER_INPUT, "append must be 0 or 1")
     body = _annotation_body(request)
     try:
         annotations_bound(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
@@ -303,10 +315,17 @@ def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
     try:
         data = annotations_parse(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
         annotations = annotations_read(data)
-        refused = _import_refusal(request, annotations)
-        if refused is not None:
-            return refused
-        frames = session_annotations_import(session_id=session_id, annotations=annotations)
+        import_prompts_check(annotations, max_cost=settings.GRAPHQL_MAX_COST)
+        frames = session_annotations_import(
+            session_id=session_id,
+            annotations=annotations,
+            append=append == "1",
+            meter=_FrameMeter(
+                CostMeter(
+                    address=client_address(request), kind="cost", rate=settings.RATE_LIMIT_COST
+                )
+            ),
+        )
     except SegmentationError as error:
         return _refusal(error)
     return JsonResponse(
@@ -322,32 +341,18 @@ def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
     )
 
 
-def _import_refusal(request: HttpRequest, annotations: Annotations) -> JsonResponse | None:
-    """Why the import does not run: more prompts than one GraphQL request has root fields, or
-    (counted against the client's limit, refused or not, as a GraphQL request's cost is) more
-    than it may cost, or the client over its limit. ``None`` if it runs."""
-    prompts = [
-        (frame.frame_index, len(item.points or ()))
-        for frame in annotations.frames
-        for item in frame.objects
-    ]
-    if len(prompts) > settings.GRAPHQL_MAX_ROOT_FIELDS:
-        raise TooComplex(
-            f"the import would replay {len(prompts)} prompts (an object's clicks or mask on a "
-            f"frame, each an addPoints); at most {settings.GRAPHQL_MAX_ROOT_FIELDS}, as one "
-            "request's root fields"
-        )
-    cost = prompts_cost(prompts)
-    refused = _charged(request, weight=cost)
-    if refused is not None and cost <= settings.GRAPHQL_MAX_COST:
-        return refused
-    if cost > settings.GRAPHQL_MAX_COST:
-        raise TooComplex(
-            f"the import would cost the engine {cost}, as the addPoints it replays; at most "
-            f"{settings.GRAPHQL_MAX_COST} (each root field 1, each engine call 4 more, each "
-            "point 4, each frame 8)"
-        )
-    return None
+class _FrameMeter:
+    """The client's cost limit, charged a frame's prompts as the ``addPoints`` they replay
+    (``annotation_imports.ImportMeter``)."""
+
+    def __init__(self, meter: CostMeter) -> None:
+        self.meter = meter
+
+    def take(self, frame: FrameMasks) -> int | None:
+        return self.meter.take(frame_cost(frame))
+
+    def give_back(self) -> None:
+        self.meter.give_back()
 
 
 @require_safe

@@ -27,13 +27,7 @@ from core.malloc import memory_return
 from core.threads import iterate_in_thread
 from segmentation.engines.base import DIRECTIONS, Direction, Masks, Prompt, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
-from segmentation.errors import (
-    BadUserInput,
-    ResourceExhausted,
-    SessionNotFound,
-    TooManySessions,
-    UnsupportedMedia,
-)
+from segmentation.errors import BadUserInput, SessionNotFound, TooManySessions, UnsupportedMedia
 from segmentation.rle import rle_decode
 from segmentation.services.engine_budget import EngineBudget
 from segmentation.services.engines import engine_get
@@ -267,19 +261,19 @@ class LocalSessions:
             frames = (_annotated(state, i) for i in range(state.frame_count))
             return Annotations(session.video_path, tuple(f for f in frames if f.objects))
 
-    def import_annotations(self, *, session_id: str, annotations: Annotations) -> list[FrameMasks]:
-        """Put an annotation file's work in place of the session's: each object's clicks on the
-        frames where the file has them, sent again as ``addPoints`` would (so corrections there
-        behave as they did); elsewhere its mask, given as a prompt (SAM 2's ``add_new_mask``),
-        so that propagation starts from it and a click there corrects it. Frames in order, and
-        objects by ID on each, as a person working down the video would have made them. The
-        masks of the file's frames.
+    def import_annotations(
+        self, *, session_id: str, annotations: Annotations, append: bool = False
+    ) -> list[FrameMasks]:
+        """Give the session an annotation file's work (``annotation_imports.py`` sends it a
+        frame at a time): each object's clicks on the frames where the file has them, sent
+        again as ``addPoints`` would (so corrections there behave as they did); elsewhere its
+        mask, given as a prompt (SAM 2's ``add_new_mask``), so that propagation starts from it
+        and a click there corrects it. Objects by ID on each frame, as a person working down the
+        video would have made them. In place of the session's own prompts, or with ``append``
+        on top of them. The masks of the given frames.
 
-        Each frame's prompts spend the session's engine budget as clicks do, and the budget is
-        looked at before each frame: spent, the import stops there, keeping the frames it did,
-        with :class:`ResourceExhausted` naming them (``details``: ``imported_frames``,
-        ``remaining_frames`` and the imported frames' masks). Spent before the first, nothing
-        changes."""
+        Metered as a click is: refused before anything changes while the session's engine
+        budget is spent (:class:`ResourceExhausted`), and the time it takes spent from it."""
         session = self.registry.get(session_id)
         if session.video_path and annotations.video != session.video_path:
             raise BadUserInput(
@@ -287,29 +281,13 @@ class LocalSessions:
                 f"{session.video_path!r}"
             )
         frames = sorted(annotations.frames, key=lambda frame: frame.frame_index)
-        done: list[int] = []
-        with _held(session), _prompt_errors():
+        with _metered(session), _prompt_errors():
             state: VideoState = session.state
-            for frame in frames:
-                try:
-                    if session.budget is not None:
-                        session.budget.check()
-                except ResourceExhausted as spent:
-                    if not done:
-                        raise  # before the first frame: the session's own prompts are kept
-                    raise _import_cut(spent, state, done, frames) from None
-                if not done:
-                    state.clear_points_in_video()
-                started = time.perf_counter()
-                try:
-                    for item in sorted(frame.objects, key=lambda item: item.object_id):
-                        _import_object(state, frame.frame_index, item)
-                finally:
-                    if session.budget is not None:
-                        session.budget.spend(time.perf_counter() - started)
-                done.append(frame.frame_index)
-            if not frames:
+            if not append:
                 state.clear_points_in_video()
+            for frame in frames:
+                for item in sorted(frame.objects, key=lambda item: item.object_id):
+                    _import_object(state, frame.frame_index, item)
             masks = [(f.frame_index, state.masks(frame_index=f.frame_index)) for f in frames]
         return [FrameMasks.from_masks(i, frame) for i, frame in masks]
 
@@ -470,32 +448,6 @@ def _with_clicks(item: ObjectMask, prompt: Prompt, state: VideoState) -> ObjectM
     size = np.array([max(state.frames.width - 1, 1), max(state.frames.height - 1, 1)], float)
     points = (prompt.points / size).tolist()
     return dataclasses.replace(item, points=points, labels=[int(n) for n in prompt.labels])
-
-
-def _import_cut(
-    spent: ResourceExhausted, state: VideoState, done: list[int], frames: list[FrameMasks]
-) -> ResourceExhausted:
-    """The error of an import the engine budget stopped after the frames ``done``: what it did
-    (the masks of those frames, as a whole import answers them) and what it did not."""
-    remaining = [frame.frame_index for frame in frames[len(done) :]]
-    imported = [FrameMasks.from_masks(i, state.masks(frame_index=i)) for i in done]
-    return ResourceExhausted(
-        f"the import stopped after {len(done)} of the file's {len(frames)} frames: its "
-        f"frames up to {done[-1]} were imported and are kept, those from {remaining[0]} on "
-        f"were not; {spent.message}",
-        retry_after=spent.retry_after,
-        details={
-            "imported_frames": done,
-            "remaining_frames": remaining,
-            "frames": [
-                {
-                    "frame_index": frame.frame_index,
-                    "objects": [mask.as_message() for mask in frame.objects],
-                }
-                for frame in imported
-            ],
-        },
-    )
 
 
 def _import_object(state: VideoState, frame_index: int, item: ObjectMask) -> None:
