@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 
 from django.core.asgi import get_asgi_application
 
@@ -34,7 +35,16 @@ http_application = RateLimitGate(
         # computed as it is read: a slow client slows its propagation, not the server's memory
         frozenset({"/propagate_in_video"}),
     ),
-    paths=frozenset({"/graphql", "/propagate_in_video"}),
+    paths=frozenset(
+        {
+            "/graphql",
+            "/propagate_in_video",
+            "/annotations/masks.zip",
+            "/annotations/coco.json",
+            "/annotations/yolo.zip",
+        }
+    ),
+    path_pattern=re.compile(r"/sessions/[^/]+/annotations"),  # the annotation import
 )
 
 playlist_ensure_loaded()

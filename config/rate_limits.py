@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import math
+import re
 import time
 
 from asgiref.sync import sync_to_async
@@ -55,6 +56,61 @@ def rate_limit_wait(*, address: str, kind: str, rate: Rate | None, weight: int =
     return max(1, math.ceil((window + 1) * rate.period - now))
 
 
+def rate_limit_capped(weight: int, *, rate: Rate | None) -> int:
+    """``weight``, but at most half of ``rate``'s count: what one request (or one step of one)
+    is charged, so that a step always passes for a client otherwise idle in its window, while
+    a flood of them is still held to the limit."""
+    if rate is None:
+        return weight
+    return min(weight, max(1, rate.count // 2))
+
+
+class CostMeter:
+    """A client's cost limit, charged step by step by a request that does its work in steps
+    (the annotation import: a frame a step). A step is charged only if it fits (:meth:`take`),
+    each capped as :func:`rate_limit_capped` caps a request, and a step taken but then not done
+    is given back (:meth:`give_back`), so that the client pays for the steps done and no
+    others."""
+
+    def __init__(self, *, address: str, kind: str, rate: Rate | None) -> None:
+        self.address = address
+        self.kind = kind
+        self.rate = rate
+        self._taken: tuple[str, int] | None = None  # the last step's counter and weight
+
+    def take(self, weight: int) -> int | None:
+        """Count ``weight`` (capped) if the client's window holds it: ``None``; else the
+        seconds until the window ends, and nothing counted."""
+        rate = self.rate
+        if rate is None:
+            return None
+        weight = rate_limit_capped(weight, rate=rate)
+        now = time.time()
+        window = int(now // rate.period)
+        key = f"rate:{self.kind}:{self.address}:{window}"
+        try:
+            count = _counted(key, weight, timeout=rate.period + 1)
+            if count <= rate.count:
+                self._taken = (key, weight)
+                return None
+            cache.decr(key, weight)
+        except Exception as error:  # the cache's own failure (Redis down): count nothing
+            logger.warning("rate limit %s not counted: %s", self.kind, error)
+            return None
+        return max(1, math.ceil((window + 1) * rate.period - now))
+
+    def give_back(self) -> None:
+        """Uncount the last step taken (it was not done), in the window it was counted in."""
+        if self._taken is None:
+            return
+        key, weight = self._taken
+        self._taken = None
+        try:
+            cache.decr(key, weight)
+        except Exception as error:  # expired with its window, or the cache failed: nothing owed
+            logger.debug("rate limit %s not given back: %s", self.kind, error)
+
+
 def _counted(key: str, weight: int, *, timeout: int) -> int:
     cache.add(key, 0, timeout=timeout)
     try:
@@ -88,14 +144,22 @@ class RateLimitGate:
     here; and as a client that sends again at once waits a second for each answer, a flood is
     held to a request a second per connection, which leaves the CPU to the other clients. What
     counts is done later, where the cost is known (``config/graphql.py``, the propagation
-    view); here the counter is only read."""
+    view, the annotation import and exports); here the counter is only read."""
 
-    def __init__(self, app: App, *, paths: frozenset[str]) -> None:
+    def __init__(
+        self, app: App, *, paths: frozenset[str], path_pattern: re.Pattern[str] | None = None
+    ) -> None:
         self.app = app
         self.paths = paths
+        self.path_pattern = path_pattern  # more paths, by a pattern they match in full
+
+    def _gated(self, path: str) -> bool:
+        if path in self.paths:
+            return True
+        return self.path_pattern is not None and self.path_pattern.fullmatch(path) is not None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.paths:
+        if scope["type"] == "http" and scope["method"] == "POST" and self._gated(scope["path"]):
             wait = await self._wait(scope)
             if wait is not None:
                 await asyncio.sleep(min(wait, TARPIT_SEC))

@@ -209,6 +209,10 @@ MAX_VIDEO_SIDE = env_int("MAX_VIDEO_SIDE", 1280, minimum=64)
 # Uploads: refused while arriving past this size; videos cut to this many seconds.
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 70, minimum=1) * 1024 * 1024
 MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)
+# Annotation files (uploadAnnotations, the import and the exports): refused past this size before
+# they are parsed (segmentation/annotation_json.py). 10 s of video at 24 fps with 20 objects, at
+# about 1.5 KB of RLE per mask (a 1280-pixel-wide shape), is 7.2 MB.
+MAX_ANNOTATIONS_BYTES = env_int("MAX_ANNOTATIONS_MB", 8, minimum=1) * 1024 * 1024
 # Uploads whose pictures are larger than this (4K: 4096x2160), or that carry more pixels a second
 # than this (4K at 60 frames a second), are refused from their header, before any frame is
 # decoded: a header may claim any size, and each decoded frame costs memory and time in

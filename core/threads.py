@@ -4,7 +4,7 @@ Both services need it: the demo channels encode video in a thread, and a propaga
 engine in one. The thread holds whatever it took for the whole run (an engine session's lock is
 released by the thread that took it); the async side reads through a bounded queue, so a slow
 reader pauses the thread, and stopping (``stop`` set, or the async side closed) ends the thread
-at its next item.
+at its next item. A single result computed the same way (an export) is :func:`call_in_thread`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TypeVar
 
 Item = TypeVar("Item")
+Result = TypeVar("Result")
 _END = object()
 POLL_SECONDS = 0.5
 
@@ -71,5 +72,44 @@ async def iterate_in_thread(
             if isinstance(item, BaseException):
                 raise item
             yield item
+    finally:
+        stop.set()
+
+
+class Stopped(Exception):
+    """Raised by work that found its ``stop`` set: nobody waits for its result any more."""
+
+
+async def call_in_thread(
+    function: Callable[[], Result], *, stop: threading.Event, name: str
+) -> Result:
+    """``function()``, computed in a new thread; its exception is raised here. Cancelling the
+    task that awaits it (Django cancels a view whose client hung up) sets ``stop``, which the
+    function looks at between its steps (raising :class:`Stopped`), and does not wait for it,
+    unlike ``sync_to_async``, which waits for its thread to finish."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Result] = loop.create_future()
+
+    def settle(result: object, error: BaseException | None) -> None:
+        if future.done():  # cancelled: nobody reads it
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = function()
+        except BaseException as failure:  # handed to the awaiting task
+            error = failure
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody reads any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    try:
+        return await future
     finally:
         stop.set()

@@ -32,16 +32,21 @@ class ErrorCode(enum.StrEnum):
     TOO_MANY_CLIENT_SESSIONS = "TOO_MANY_CLIENT_SESSIONS", 429
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED", 429
     RATE_LIMITED = "RATE_LIMITED", 429
+    # More work in one request than one GraphQL request may ask for (segmentation/graphql/cost.py)
+    QUERY_TOO_COMPLEX = "QUERY_TOO_COMPLEX", 400
     SERVER_BUSY = "SERVER_BUSY", 503
     STORAGE_FULL = "STORAGE_FULL", 507
 
 
 class SegmentationError(Exception):
     code: ErrorCode
+    # What else a plain endpoint's answer carries beside the message and the code (plain data)
+    details: dict[str, object]
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, details: dict[str, object] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.details = details or {}
 
     def as_message(self) -> dict[str, object]:
         """The error as plain data, as a worker sends it (:func:`error_from_message`)."""
@@ -49,6 +54,8 @@ class SegmentationError(Exception):
         retry_after = getattr(self, "retry_after", None)
         if retry_after is not None:
             encoded["retry_after"] = retry_after
+        if self.details:
+            encoded["details"] = self.details
         return encoded
 
 
@@ -83,13 +90,44 @@ class UnsupportedMedia(SegmentationError):
 
 
 class ResourceExhausted(SegmentationError):
-    """The session spent its engine time; it may go on after ``retry_after`` seconds."""
+    """The session spent its engine time; it may go on after ``retry_after`` seconds. An
+    operation it cut short says in ``details`` what was done (an import: which frames)."""
 
     code = ErrorCode.RESOURCE_EXHAUSTED
 
-    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float = 1.0,
+        details: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
         self.retry_after = retry_after
+
+
+class RateLimited(SegmentationError):
+    """The client spent its cost limit (``RATE_LIMIT_COST``) in the middle of an operation that
+    is charged step by step; it may go on after ``retry_after`` seconds. ``details`` says what
+    was done (an import: which frames)."""
+
+    code = ErrorCode.RATE_LIMITED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float = 1.0,
+        details: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.retry_after = retry_after
+
+
+class TooComplex(SegmentationError):
+    """More engine work in one request than one GraphQL request may ask for."""
+
+    code = ErrorCode.QUERY_TOO_COMPLEX
 
 
 class ServerBusy(SegmentationError):
@@ -116,6 +154,9 @@ def error_from_message(data: dict[str, object]) -> Exception:
     except ValueError:
         return RuntimeError(message)
     error = next(kind for kind in SegmentationError.__subclasses__() if kind.code == code)
+    extra: dict[str, object] = {}
     if "retry_after" in data:
-        return error(message, retry_after=float(data["retry_after"]))
-    return error(message)
+        extra["retry_after"] = float(data["retry_after"])
+    if isinstance(data.get("details"), dict):
+        extra["details"] = data["details"]
+    return error(message, **extra)

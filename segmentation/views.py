@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import math
 import mimetypes
 import re
+import threading
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -40,23 +43,35 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from config.client_address import client_address
-from config.rate_limits import rate_limit_refusal, rate_limit_wait
+from config.rate_limits import CostMeter, rate_limit_capped, rate_limit_refusal, rate_limit_wait
+from core.threads import Stopped, call_in_thread
+from segmentation.annotation_json import annotations_bound, annotations_parse
 from segmentation.errors import ErrorCode, SegmentationError
-from segmentation.graphql.cost import PROPAGATION
+from segmentation.graphql.cost import (
+    EXPORT,
+    PROPAGATION,
+    file_cost,
+    frame_cost,
+    import_prompts_check,
+)
 from segmentation.graphql.types import VIDEO_TYPE
+from segmentation.models import Video
 from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id, videos_at
+from segmentation.services.annotation_imports import session_annotations_import
 from segmentation.services.coco_instances import coco_instances_build
 from segmentation.services.engines import engine_describe
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
-from segmentation.services.session_types import Propagation
+from segmentation.services.session_types import FrameMasks, Propagation
 from segmentation.services.sessions import (
     session_annotations,
-    session_annotations_import,
     session_engine,
     session_propagation,
 )
+from segmentation.services.uploads import annotations_check, annotations_read
 from segmentation.services.yolo_polygons import yolo_labels_build
+
+logger = logging.getLogger(__name__)
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
@@ -168,49 +183,94 @@ def frame_image(request: HttpRequest, frame_index: int) -> HttpResponse:
 
 
 @csrf_exempt
-def masks_archive(request: HttpRequest) -> HttpResponse:
+async def masks_archive(request: HttpRequest) -> HttpResponse:
     """``POST /annotations/masks.zip`` with annotations in the export format: a ZIP of per-frame
     label PNGs (DAVIS layout), as a download."""
-    return _converted(request, build=mask_archive_build, content_type="application/zip")
+    return await _converted(request, build=mask_archive_build, content_type="application/zip")
 
 
 @csrf_exempt
-def coco_instances(request: HttpRequest) -> HttpResponse:
+async def coco_instances(request: HttpRequest) -> HttpResponse:
     """``POST /annotations/coco.json`` with annotations in the export format: a COCO instances
     file, one category per object, as a download."""
-    return _converted(request, build=coco_instances_build, content_type="application/json")
+    return await _converted(request, build=coco_instances_build, content_type="application/json")
 
 
 @csrf_exempt
-def yolo_labels(request: HttpRequest) -> HttpResponse:
+async def yolo_labels(request: HttpRequest) -> HttpResponse:
     """``POST /annotations/yolo.zip`` with annotations in the export format: a ZIP of YOLO
     segmentation labels, one class per object, as a download."""
-    return _converted(request, build=yolo_labels_build, content_type="application/zip")
+    return await _converted(request, build=yolo_labels_build, content_type="application/zip")
 
 
-def _converted(
+async def _converted(
     request: HttpRequest,
     *,
     build: Callable[..., tuple[str, bytes]],
     content_type: str,
 ) -> HttpResponse:
     """The posted annotations (the export format), converted by ``build`` and answered as a
-    download."""
+    download. A file over the bounds of ``annotation_json.py`` is refused first; the request is
+    charged to the client's cost limit by the file's size and a flat part (capped: see
+    ``segmentation/graphql/cost.py``) before it is parsed; the conversion runs in a thread of
+    its own, which stops at its next frame when the client hangs up."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
+    body = _annotation_body(request)
     try:
-        # Read as a stream: a long video's annotations outgrow DATA_UPLOAD_MAX_MEMORY_SIZE, and
-        # the body cap in front of Django bounds them.
-        data = json.load(request)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
+        annotations_bound(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+    except SegmentationError as error:
+        return _refusal(error)
+    refused = await sync_to_async(_charged)(request, weight=file_cost(len(body)) + EXPORT)
+    if refused is not None:
+        return refused
     try:
-        name, content = build(data=data)
+        data, video = await sync_to_async(_checked)(body)
+    except SegmentationError as error:
+        return _refusal(error)
+    stop = threading.Event()
+
+    def convert() -> tuple[str, bytes]:
+        try:
+            return build(video=video, data=data, stop=stop)
+        except Stopped:
+            logger.info("%s stopped: the client went away", request.path)
+            raise
+
+    try:
+        name, content = await call_in_thread(convert, stop=stop, name="export")
     except SegmentationError as error:
         return _refusal(error)
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = _attachment(name)
     return response
+
+
+def _annotation_body(request: HttpRequest) -> bytes:
+    """The request's body, an annotation file: read no further than a byte past the cap (a
+    longer one is refused by its length alone, :func:`annotations_parse`)."""
+    return request.read(settings.MAX_ANNOTATIONS_BYTES + 1)
+
+
+def _checked(body: bytes) -> tuple[dict, Video]:
+    """The annotation file, parsed with bounded memory, and the video it is checked against."""
+    data = annotations_parse(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+    return data, annotations_check(data)  # a dict, once checked
+
+
+def _charged(request: HttpRequest, *, weight: int) -> JsonResponse | None:
+    """Count ``weight`` (capped: ``rate_limit_capped``) against the client's cost limit,
+    refused or not; the 429 if it is over."""
+    rate = settings.RATE_LIMIT_COST
+    wait = rate_limit_wait(
+        address=client_address(request),
+        kind="cost",
+        rate=rate,
+        weight=rate_limit_capped(weight, rate=rate),
+    )
+    if wait is None:
+        return None
+    return rate_limit_refusal(path=request.path, what="work", wait=wait)
 
 
 @require_safe
@@ -234,24 +294,38 @@ def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
 @csrf_exempt
 def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
     """``POST /sessions/<session_id>/annotations`` with an annotation file of the session's
-    video: its clicks and masks become the session's prompts, in place of its own. Answers
-    ``{"frames": [{"frame_index", "objects"}]}``, the masks of the file's frames."""
+    video: its clicks and masks become the session's prompts, in place of its own, or with
+    ``?append=1`` on top of them. Answers ``{"frames": [{"frame_index", "objects"}]}``, the
+    masks of the file's frames. Charged as reading the file, then frame by frame as the
+    ``addPoints`` it replays; stopped, keeping what it did, by the client's limit or the
+    session's engine budget (``annotation_imports.py``): 429 with what was imported."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
-    wait = rate_limit_wait(
-        address=client_address(request),
-        kind="cost",
-        rate=settings.RATE_LIMIT_COST,
-        weight=PROPAGATION,  # a prompt on every frame at most: a propagation's work
-    )
-    if wait is not None:
-        return rate_limit_refusal(path=request.path, what="work", wait=wait)
+    append = request.GET.get("append", "0")
+    if append not in ("0", "1"):
+        return _error(400, ErrorCode.BAD_USER_INPUT, "append must be 0 or 1")
+    body = _annotation_body(request)
     try:
-        data = json.load(request)  # a stream, as for the exports: long videos' files are big
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return _error(400, ErrorCode.BAD_USER_INPUT, "the body must be a JSON annotation file")
+        annotations_bound(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+    except SegmentationError as error:
+        return _refusal(error)
+    refused = _charged(request, weight=file_cost(len(body)))
+    if refused is not None:
+        return refused
     try:
-        frames = session_annotations_import(session_id=session_id, data=data)
+        data = annotations_parse(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+        annotations = annotations_read(data)
+        import_prompts_check(annotations, max_cost=settings.GRAPHQL_MAX_COST)
+        frames = session_annotations_import(
+            session_id=session_id,
+            annotations=annotations,
+            append=append == "1",
+            meter=_FrameMeter(
+                CostMeter(
+                    address=client_address(request), kind="cost", rate=settings.RATE_LIMIT_COST
+                )
+            ),
+        )
     except SegmentationError as error:
         return _refusal(error)
     return JsonResponse(
@@ -265,6 +339,20 @@ def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
             ]
         }
     )
+
+
+class _FrameMeter:
+    """The client's cost limit, charged a frame's prompts as the ``addPoints`` they replay
+    (``annotation_imports.ImportMeter``)."""
+
+    def __init__(self, meter: CostMeter) -> None:
+        self.meter = meter
+
+    def take(self, frame: FrameMasks) -> int | None:
+        return self.meter.take(frame_cost(frame))
+
+    def give_back(self) -> None:
+        self.meter.give_back()
 
 
 @require_safe
@@ -352,12 +440,17 @@ async def _multipart(propagation: Propagation) -> AsyncIterator[bytes]:
 
 
 def _refusal(error: SegmentationError) -> JsonResponse:
-    """The service's error, answered with the status its code carries."""
-    return _error(error.code.http_status, error.code, error.message)
+    """The service's error, answered with the status its code carries, what else it says
+    (``details``) and, if it says when to come back, ``Retry-After``."""
+    response = _error(error.code.http_status, error.code, error.message, **error.details)
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        response["Retry-After"] = str(math.ceil(retry_after))
+    return response
 
 
-def _error(status: int, code: ErrorCode, message: str) -> JsonResponse:
-    return JsonResponse({"error": message, "code": code.value}, status=status)
+def _error(status: int, code: ErrorCode, message: str, **details: object) -> JsonResponse:
+    return JsonResponse({"error": message, "code": code.value, **details}, status=status)
 
 
 def _attachment(filename: str) -> str:

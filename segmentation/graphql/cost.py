@@ -16,10 +16,32 @@ aliases on ten frames take ten times that. The cost counts what the engine's tim
 A person's click is 17 (one root field, one engine call, one point, one frame); the default
 budget (``GRAPHQL_MAX_COST``, 100) admits a click of up to 21 points, or several objects'
 clicks on a few frames. A request over it is refused before any of it runs.
+
+The plain endpoints are priced in the same units, for the per-client limit
+(``RATE_LIMIT_COST``), never per frame of a file alone (a video may have 86,400 frames) and never
+more for one request than half the limit's count (``config/rate_limits.py``
+``rate_limit_capped``), so that one legitimate request, or one step of an import, always passes
+for a client otherwise idle in its window, while a flood of them is still held to the limit:
+
+- reading an annotation file (the import's and the exports'): 1 per :data:`FILE_BYTES` of it
+  and 1 more (its masks are decoded to be checked; a mask of 100,000 isolated pixels, 200 KB, is
+  51);
+- an export (``/annotations/masks.zip``, ``coco.json``, ``yolo.zip``): besides, a flat
+  :data:`EXPORT` per request, charged with the reading, before the file is parsed;
+- an annotation import (``POST /sessions/<id>/annotations``): besides, each frame as the
+  ``addPoints`` it replays (:func:`frame_cost`: each object's clicks on the frame as one
+  ``addPoints``, a mask given without clicks as one without points), charged before the frame
+  is imported and only if the client has room for it; past its limit the import stops there,
+  keeps what it did, and is continued later (``segmentation/services/annotation_imports.py``).
+  Each prompt must be one that GraphQL would take as one request (:func:`import_prompts_check`:
+  at most ``GRAPHQL_MAX_COST``, 21 points with the defaults); the file as a whole may have any
+  number of them.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Any
 
 from graphql import (
@@ -33,12 +55,20 @@ from graphql import (
     value_from_ast_untyped,
 )
 
+from segmentation.errors import TooComplex
+from segmentation.services.session_types import Annotations, FrameMasks
+
 ENGINE_CALL = 4
 POINT = 4
 FRAME = 8
 OPEN = 8
 # A propagation started (POST /propagate_in_video), for the per-client limit: as a click.
 PROPAGATION = 1 + ENGINE_CALL + POINT + FRAME
+# Reading an annotation file: a unit per this many bytes (decoding and tracing 4 KB of a mask's
+# runs takes about as long as a unit of a click).
+FILE_BYTES = 4096
+# An export's flat part, beside its reading: a file written, as a session opened.
+EXPORT = 8
 ENGINE_FIELDS = frozenset({"addPoints", "clearPointsInFrame", "removeObject"})
 OPENING_FIELDS = frozenset(
     {"startSession", "uploadVideo", "uploadSharedVideo", "uploadAnnotations"}
@@ -71,6 +101,42 @@ def operation_cost(
         if isinstance(frame, int | float | str):
             frames.add(frame)
     return cost + FRAME * len(frames)
+
+
+def prompts_cost(prompts: Iterable[tuple[int, int]]) -> int:
+    """What ``(frame_index, points)`` prompts would cost sent as ``addPoints`` (one root field
+    each; a mask given as a prompt has no points), each frame counted once."""
+    cost = 0
+    frames: set[int] = set()
+    for frame_index, points in prompts:
+        cost += 1 + ENGINE_CALL + POINT * points
+        frames.add(frame_index)
+    return cost + FRAME * len(frames)
+
+
+def frame_cost(frame: FrameMasks) -> int:
+    """What importing the frame's prompts costs, as the ``addPoints`` they replay."""
+    return prompts_cost((frame.frame_index, len(item.points or ())) for item in frame.objects)
+
+
+def import_prompts_check(annotations: Annotations, *, max_cost: int) -> None:
+    """:class:`TooComplex`, naming the first frame and object, for a prompt that one GraphQL
+    request could not send (its ``addPoints`` alone costs over ``max_cost``)."""
+    for frame in annotations.frames:
+        for item in frame.objects:
+            points = len(item.points or ())
+            cost = prompts_cost([(frame.frame_index, points)])
+            if cost > max_cost:
+                raise TooComplex(
+                    f"frame {frame.frame_index}, object {item.object_id}: its prompt of {points} "
+                    f"points would cost the engine {cost} as one addPoints; at most {max_cost} "
+                    "(each root field 1, each engine call 4 more, each point 4, each frame 8)"
+                )
+
+
+def file_cost(size: int) -> int:
+    """What reading an annotation file of ``size`` bytes costs."""
+    return 1 + math.ceil(size / FILE_BYTES)
 
 
 def root_field_names(document: DocumentNode, operation_name: str | None) -> list[str]:

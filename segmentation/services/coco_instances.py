@@ -14,21 +14,27 @@ detection and segmentation tools read.
 from __future__ import annotations
 
 import json
+import threading
 
 from pycocotools import mask as coco_mask
 
-from segmentation.services.uploads import annotations_check
+from core.threads import Stopped
+from segmentation.models import Video
 
 
-def coco_instances_build(*, data: object) -> tuple[str, bytes]:
-    """The file's name and bytes for annotations in the export format; the annotations are
-    checked against their video first (:class:`BadUserInput` naming the first fault)."""
-    video = annotations_check(data)
+def coco_instances_build(
+    *, video: Video, data: dict, stop: threading.Event | None = None
+) -> tuple[str, bytes]:
+    """The file's name and bytes for annotations in the export format, checked against their
+    ``video`` (``annotations_check``). Raises :class:`Stopped` between frames once ``stop`` is
+    set."""
     frames = sorted(data["frames"], key=lambda frame: frame["frame_index"])
     object_ids = sorted({item["object_id"] for frame in frames for item in frame["objects"]})
     category_of = {object_id: number for number, object_id in enumerate(object_ids, start=1)}
     annotations = []
     for frame in frames:
+        if stop is not None and stop.is_set():
+            raise Stopped
         for item in frame["objects"]:
             rle = {"size": item["mask"]["size"], "counts": item["mask"]["counts"].encode()}
             area = int(coco_mask.area(rle))

@@ -315,13 +315,19 @@ class LocalSessions:
             frames = (_annotated(state, i) for i in range(state.frame_count))
             return Annotations(session.video_path, tuple(f for f in frames if f.objects))
 
-    def import_annotations(self, *, session_id: str, annotations: Annotations) -> list[FrameMasks]:
-        """Put an annotation file's work in place of the session's: each object's clicks on the
-        frames where the file has them, sent again as ``addPoints`` would (so corrections there
-        behave as they did); elsewhere its mask, given as a prompt (SAM 2's ``add_new_mask``),
-        so that propagation starts from it and a click there corrects it. Frames in order, and
-        objects by ID on each, as a person working down the video would have made them. The
-        masks of the file's frames."""
+    def import_annotations(
+        self, *, session_id: str, annotations: Annotations, append: bool = False
+    ) -> list[FrameMasks]:
+        """Give the session an annotation file's work (``annotation_imports.py`` sends it a
+        frame at a time): each object's clicks on the frames where the file has them, sent
+        again as ``addPoints`` would (so corrections there behave as they did); elsewhere its
+        mask, given as a prompt (SAM 2's ``add_new_mask``), so that propagation starts from it
+        and a click there corrects it. Objects by ID on each frame, as a person working down the
+        video would have made them. In place of the session's own prompts, or with ``append``
+        on top of them. The masks of the given frames.
+
+        Metered as a click is: refused before anything changes while the session's engine
+        budget is spent (:class:`ResourceExhausted`), and the time it takes spent from it."""
         session = self.registry.get(session_id)
         if session.video_path and annotations.video != session.video_path:
             raise BadUserInput(
@@ -331,7 +337,8 @@ class LocalSessions:
         frames = sorted(annotations.frames, key=lambda frame: frame.frame_index)
         with _metered(session), _prompt_errors():
             state: VideoState = session.state
-            state.clear_points_in_video()
+            if not append:
+                state.clear_points_in_video()
             for frame in frames:
                 for item in sorted(frame.objects, key=lambda item: item.object_id):
                     _import_object(state, frame.frame_index, item)

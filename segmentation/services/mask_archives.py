@@ -8,22 +8,26 @@ it. Where masks overlap, the object listed last on that frame wins.
 from __future__ import annotations
 
 import io
+import threading
 import zipfile
 
 import numpy as np
 
+from core.threads import Stopped
 from segmentation.davis_png import labels_png_write
 from segmentation.errors import BadUserInput
+from segmentation.models import Video
 from segmentation.rle import rle_decode
-from segmentation.services.uploads import annotations_check
 
 LARGEST_OBJECT_ID = 255  # one byte per pixel
 
 
-def mask_archive_build(*, data: object) -> tuple[str, bytes]:
-    """The archive's file name and bytes for annotations in the export format; the annotations
-    are checked against their video first (:class:`BadUserInput` naming the first fault)."""
-    video = annotations_check(data)
+def mask_archive_build(
+    *, video: Video, data: dict, stop: threading.Event | None = None
+) -> tuple[str, bytes]:
+    """The archive's file name and bytes for annotations in the export format, checked against
+    their ``video`` (``annotations_check``); :class:`BadUserInput` for an object ID no label
+    PNG holds. Raises :class:`Stopped` between frames once ``stop`` is set."""
     by_frame = {frame["frame_index"]: frame["objects"] for frame in data["frames"]}
     for frame_index, objects in sorted(by_frame.items()):
         for item in objects:
@@ -38,6 +42,8 @@ def mask_archive_build(*, data: object) -> tuple[str, bytes]:
     empty = _png(np.zeros((video.height, video.width), np.uint8))
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
         for frame_index in range(video.frame_count):
+            if stop is not None and stop.is_set():
+                raise Stopped
             objects = by_frame.get(frame_index)
             png = empty
             if objects:

@@ -4,6 +4,7 @@ A session lives in the memory of the process that runs its engine, its *host*: t
 (the embedded default, ``local_sessions.py``), or the inference worker that opened it when
 ``SEGMENTATION_WORKERS`` is on (``workers/client.py`` asks it over the channel layer). Both
 hosts take the same operations and answer with the same typed results (``session_types.py``).
+The annotation import, which drives a host a frame at a time, is ``annotation_imports.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from segmentation.services.session_types import (
     HeldSession,
     Propagation,
 )
-from segmentation.services.uploads import annotations_check
 from segmentation.services.videos import media_path
 from segmentation.workers.client import worker_client
 
@@ -56,7 +56,7 @@ class SessionHost(Protocol):
     def annotations(self, *, session_id: str) -> Annotations: ...
 
     def import_annotations(
-        self, *, session_id: str, annotations: Annotations
+        self, *, session_id: str, annotations: Annotations, append: bool = False
     ) -> list[FrameMasks]: ...
 
     async def propagation(
@@ -137,16 +137,6 @@ def session_cancel_propagation(*, session_id: str) -> bool:
 def session_annotations(*, session_id: str) -> Annotations:
     """The session's masks, in the format ``uploadAnnotations`` takes."""
     return session_host().annotations(session_id=session_id)
-
-
-def session_annotations_import(*, session_id: str, data: object) -> list[FrameMasks]:
-    """Give the session the work of an annotation file of its video (checked as
-    ``uploadAnnotations`` checks one) in place of its own: the clicks where the file has them,
-    the masks as prompts elsewhere. The masks of the file's frames."""
-    annotations_check(data)
-    return session_host().import_annotations(
-        session_id=session_id, annotations=Annotations.from_message(data)
-    )
 
 
 async def session_propagation(

@@ -19,7 +19,6 @@ and keeps the name it was first given: renaming it would relabel a video others 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shutil
@@ -34,11 +33,13 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 
 from core.malloc import memory_return
+from segmentation.annotation_json import annotations_parse
 from segmentation.engines.base import BOX_LABELS, MAX_POINTS, PromptError, box_check
 from segmentation.errors import BadUserInput, StorageFull, UnsupportedMedia, VideoNotFound
 from segmentation.models import DISPLAY_NAME_MAX, Annotation, DeletionId, Video
 from segmentation.rle import rle_decode
 from segmentation.selectors import gallery_name_free, videos_at
+from segmentation.services.session_types import Annotations
 from segmentation.services.transcode_slots import transcode_slots
 from segmentation.services.videos import media_path, video_register
 from segmentation.transcode import (
@@ -58,6 +59,9 @@ EMPTY_FILE = "the file is empty"
 
 _STORING = threading.Lock()
 NAME_WHEN_EMPTY = "video"
+# The API's object IDs are GraphQL Ints, 32-bit signed: an imported ID past that could never be
+# answered (graphql-core refuses to serialize it).
+LARGEST_OBJECT_ID = 2**31 - 1
 LONGEST_EXTENSION = 16  # past this, a "suffix" is part of the name, and is cut with it
 NAME_TRIES = 5  # uploads racing for one name: each loss moves on to the next free number
 # Invisible characters that can make a name read as another (U+202E turns "gpj.mp4" around);
@@ -183,13 +187,23 @@ def annotations_upload(*, file: UploadedFile, deletion_id: DeletionId | None = N
     """Validate an annotation file against its video and keep it."""
     if file.size == 0:
         raise BadUserInput(EMPTY_FILE)
-    try:
-        data = json.loads(file.read())
-    except (ValueError, UnicodeDecodeError):
-        raise BadUserInput(f"{file.name} is not a JSON annotation file") from None
+    cap = settings.MAX_ANNOTATIONS_BYTES
+    # read no more than the cap and a byte: a larger file is refused by its size alone
+    data = annotations_parse(
+        file.read(cap + 1),
+        max_bytes=cap,
+        label=f"the annotation file {file.name}",
+        not_json=f"{file.name} is not a JSON annotation file",
+    )
     video = annotations_check(data)
     with transaction.atomic():
         return Annotation.objects.create(video=video, data=data, deletion_id=deletion_id)
+
+
+def annotations_read(data: object) -> Annotations:
+    """An annotation file's data, checked as :func:`annotations_check` checks it."""
+    annotations_check(data)
+    return Annotations.from_message(data)
 
 
 def annotations_check(data: object) -> Video:
@@ -228,8 +242,15 @@ def _check_object(item: object, where: str, video: Video) -> None:
     if not isinstance(item, dict):
         raise BadUserInput(f'{where} must be {{"object_id": <int>, "mask": {{...}}}}')
     object_id = item.get("object_id")
-    if isinstance(object_id, bool) or not isinstance(object_id, int) or object_id < 0:
-        raise BadUserInput(f"{where}.object_id must be a non-negative integer")
+    if (
+        isinstance(object_id, bool)
+        or not isinstance(object_id, int)
+        or not 0 <= object_id <= LARGEST_OBJECT_ID
+    ):
+        raise BadUserInput(
+            f"{where}.object_id must be an integer within 0..{LARGEST_OBJECT_ID} "
+            f"(GraphQL's Int), got {object_id!r}"
+        )
     mask = item.get("mask")
     size = mask.get("size") if isinstance(mask, dict) else None
     if size != [video.height, video.width]:

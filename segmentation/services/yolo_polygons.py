@@ -13,21 +13,25 @@ area, and YOLO's loaders drop such polygons.
 from __future__ import annotations
 
 import io
+import threading
 import zipfile
 
 import cv2
 import numpy as np
 
+from core.threads import Stopped
+from segmentation.models import Video
 from segmentation.rle import rle_decode
-from segmentation.services.uploads import annotations_check
 
 SMALLEST_POLYGON = 3  # points
 
 
-def yolo_labels_build(*, data: object) -> tuple[str, bytes]:
-    """The archive's file name and bytes for annotations in the export format; the annotations
-    are checked against their video first (:class:`BadUserInput` naming the first fault)."""
-    video = annotations_check(data)
+def yolo_labels_build(
+    *, video: Video, data: dict, stop: threading.Event | None = None
+) -> tuple[str, bytes]:
+    """The archive's file name and bytes for annotations in the export format, checked against
+    their ``video`` (``annotations_check``). Raises :class:`Stopped` between masks once
+    ``stop`` is set."""
     by_frame = {frame["frame_index"]: frame["objects"] for frame in data["frames"]}
     object_ids = sorted({item["object_id"] for objects in by_frame.values() for item in objects})
     class_of = {object_id: index for index, object_id in enumerate(object_ids)}
@@ -37,6 +41,8 @@ def yolo_labels_build(*, data: object) -> tuple[str, bytes]:
         for frame_index in range(video.frame_count):
             lines = []
             for item in by_frame.get(frame_index, []):
+                if stop is not None and stop.is_set():
+                    raise Stopped
                 for polygon in mask_polygons(mask=rle_decode(item["mask"])):
                     scaled = polygon / np.array([video.width, video.height], np.float64)
                     numbers = " ".join(f"{value:.6f}" for value in scaled.ravel())

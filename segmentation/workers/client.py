@@ -143,9 +143,11 @@ class WorkerClient:
     def annotations(self, *, session_id: str) -> Annotations:
         return Annotations.from_message(self._call_here(session_id, "annotations"))
 
-    def import_annotations(self, *, session_id: str, annotations: Annotations) -> list[FrameMasks]:
+    def import_annotations(
+        self, *, session_id: str, annotations: Annotations, append: bool = False
+    ) -> list[FrameMasks]:
         answer = self._call_here(
-            session_id, "import_annotations", annotations=annotations.as_message()
+            session_id, "import_annotations", annotations=annotations.as_message(), append=append
         )
         return [FrameMasks.from_message(frame) for frame in answer]
 

@@ -4,6 +4,7 @@ and other clients are not affected (issue 36, finding 2)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 
@@ -13,7 +14,7 @@ from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import Rate, env_rate
-from config.rate_limits import rate_limit_wait
+from config.rate_limits import CostMeter, rate_limit_capped, rate_limit_wait
 from tests.conftest import running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_graphql_cost import aliased_clicks
@@ -193,3 +194,25 @@ def test_a_cache_that_cannot_be_reached_limits_nothing(settings, caplog):
     assert [record.getMessage().split(":")[0] for record in caplog.records] == [
         "rate limit cost not counted"
     ] * 3
+
+
+def test_a_step_is_charged_only_if_it_fits_and_can_be_given_back():
+    # given a limit of 10 an hour, each step charged at most 5
+    meter = CostMeter(address="198.51.100.10", kind="cost", rate=Rate(10, 3600))
+    look = functools.partial(
+        rate_limit_wait, address="198.51.100.10", kind="cost", rate=Rate(10, 3600), weight=0
+    )
+
+    # when steps of 4, 9 (charged 5) and 4 are taken, and the last given back
+    taken = [meter.take(4), meter.take(9)]
+    refused = meter.take(4)  # 13 would be over: nothing is counted
+    assert look() is None  # 9 counted, not 13
+    meter.give_back()  # the 5 of the step taken last
+    again = [meter.take(4), meter.take(4)]  # 8, then 12: refused
+
+    # then
+    assert taken == [None, None]
+    assert 0 < (refused or 0) <= 3600
+    assert [wait is None for wait in again] == [True, False]
+    assert rate_limit_capped(9, rate=Rate(10, 3600)) == 5
+    assert rate_limit_capped(9, rate=None) == 9

@@ -284,7 +284,8 @@ def test_upload_annotations(client: Client, library_video: Video) -> None:
         (
             {"frames": [{"frame_index": 1, "objects": [{"object_id": -2, "mask": {}}]}]},
             "BAD_USER_INPUT",
-            "frames[0].objects[0].object_id must be a non-negative integer",
+            "frames[0].objects[0].object_id must be an integer within 0..2147483647 (GraphQL's "
+            "Int), got -2",
         ),
     ],
 )

@@ -97,6 +97,7 @@ const state = {
   epoch: 0, // counts "clear all"s
   drawn: 0, // the latest frame request; older ones that arrive late are not drawn
   leaving: false, // a link of the site's header was followed
+  importing: false, // an annotation import is under way (it may wait out the server's limits)
 };
 
 // ---- messages
@@ -996,21 +997,70 @@ async function importFile(file) {
   });
 }
 
+// Give the session an annotation file's work. The server imports it frame by frame while this
+// client has room in its cost limit and the session engine time; past either it stops, keeps
+// the frames it did and answers 429 with Retry-After and the frames that remain. The page waits
+// that long, counting down, and sends the remaining frames on top of what was imported
+// (append=1), until the import is done; the controls stay disabled meanwhile. The masks of the
+// file's frames, as the server answered them.
+const RESTORE_TRIES_WITHOUT_PROGRESS = 5;
+
 async function importInto(sessionId, data) {
-  const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/annotations`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(data),
-  });
-  const body = await response.json().catch(() => ({}));
-  if (!response.ok) throw new ApiError(body.error ?? `the import failed (${response.status})`, body.code);
-  return body;
+  const total = countMasks(data.frames);
+  const answered = [];
+  let frames = data.frames;
+  let append = false;
+  let restored = 0;
+  let idle = 0; // 429s in a row that imported nothing
+  state.importing = true;
+  updateButtons();
+  try {
+    for (;;) {
+      const query = append ? "?append=1" : "";
+      const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/annotations${query}`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ video: data.video, frames }),
+      });
+      const body = await response.json().catch(() => ({}));
+      if (response.ok) {
+        answered.push(...body.frames);
+        return { frames: answered };
+      }
+      const wait = Number(response.headers.get("Retry-After"));
+      if (response.status !== 429 || !(wait > 0) || idle >= RESTORE_TRIES_WITHOUT_PROGRESS) {
+        const message = body.error ?? `the import failed (${response.status})`;
+        const partly = restored ? ` (${restored} of ${total} masks were restored, the rest were not)` : "";
+        throw new ApiError(`${message}${partly}`, body.code);
+      }
+      // Stopped part way (imported_frames), or before it began (a 429 without them).
+      const imported = new Set(body.imported_frames ?? []);
+      const done = frames.filter((frame) => imported.has(frame.frame_index));
+      restored += countMasks(done);
+      answered.push(...(body.frames ?? []));
+      frames = frames.filter((frame) => !imported.has(frame.frame_index));
+      append ||= imported.size > 0;
+      idle = imported.size ? 0 : idle + 1;
+      for (let left = wait; left > 0; left--) {
+        say(`Restored ${restored} of ${total} masks; continuing in ${left} s.`);
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+      say(`Restored ${restored} of ${total} masks; continuing…`);
+    }
+  } finally {
+    state.importing = false;
+    updateButtons();
+  }
+}
+
+function countMasks(frames) {
+  return frames.reduce((count, frame) => count + frame.objects.length, 0);
 }
 
 // ---- controls
 
 function updateButtons() {
-  const busy = !state.sessionId || Boolean(state.propagation);
+  const busy = !state.sessionId || Boolean(state.propagation) || state.importing;
   // Imported masks are prompts too: propagation starts from them as from clicks.
   ui.propagate.disabled = busy || (state.points.size === 0 && state.given.size === 0);
   ui.propagate.hidden = Boolean(state.propagation);

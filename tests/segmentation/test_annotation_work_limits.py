@@ -1,0 +1,488 @@
+"""Annotation files against the real server, as a hostile client sends them (issue 47, findings
+6, 7 and two of 8): the import charged frame by frame as the clicks it replays, each prompt held
+to one GraphQL request's bounds, stopped by the client's limit or the session's engine budget
+keeping what it did, and continued by an append; the exports charged by size and capped, never
+by frame, bounded before they are parsed, and stopped when their client hangs up; object IDs
+within GraphQL's Int; deep JSON refused with a code and one log line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+import requests
+
+from segmentation.rle import rle_decode, rle_encode
+from tests.conftest import free_port, running_server, server_pid
+
+VIDEO = "gallery/default.mp4"
+HEIGHT, WIDTH = 480, 854  # the drawn default video's
+EMPTY = rle_encode(np.zeros((HEIGHT, WIDTH), bool))
+SPOTS = np.random.default_rng(47)
+
+
+def clicks(count: int) -> dict:
+    points = SPOTS.uniform(0.2, 0.8, size=(count, 2)).round(4).tolist()
+    return {"points": points, "labels": [1] * count}
+
+
+def annotation_file(frames: dict[int, list[dict]]) -> dict:
+    """``{frame_index: [object, ...]}``, each object ``{"object_id", ...clicks}`` (an empty mask
+    beside them, as an export lists a clicked object)."""
+    return {
+        "video": VIDEO,
+        "frames": [
+            {"frame_index": index, "objects": [{"mask": EMPTY, **item} for item in objects]}
+            for index, objects in frames.items()
+        ],
+    }
+
+
+def graphql(server: str, query: str, address: str, **variables: object) -> requests.Response:
+    return requests.post(
+        f"{server}/graphql",
+        json={"query": query, "variables": variables},
+        headers={"X-Forwarded-For": address},
+        timeout=60,
+    )
+
+
+OPENERS = itertools.count(1)
+
+
+def start(server: str) -> str:
+    """A new session, opened by a client of its own (so that opening spends no one's limit)."""
+    answer = graphql(
+        server,
+        f'mutation {{ startSession(input: {{path: "{VIDEO}"}}) {{ sessionId }} }}',
+        f"10.0.{next(OPENERS)}.1",
+    )
+    return answer.json()["data"]["startSession"]["sessionId"]
+
+
+def post(server: str, path: str, body: bytes | dict, address: str) -> requests.Response:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return requests.post(
+        f"{server}{path}",
+        data=data,
+        headers={"Content-Type": "application/json", "X-Forwarded-For": address},
+        timeout=120,
+    )
+
+
+def exported(server: str, session_id: str) -> dict:
+    return requests.get(f"{server}/annotations/{session_id}.json", timeout=60).json()
+
+
+def one_unit_more(server: str, address: str) -> requests.Response:
+    """A mutation that costs 1: refused once the client has spent all of its limit."""
+    return graphql(server, "mutation { createDeletionId }", address)
+
+
+def graphql_units(server: str, address: str, units: int) -> requests.Response:
+    """A mutation of ``units`` root fields (at most 10), costing 1 each."""
+    fields = " ".join(f"a{i}: createDeletionId" for i in range(units))
+    return graphql(server, f"mutation {{ {fields} }}", address)
+
+
+def rectangle(object_id: int) -> dict:
+    """A mask of its own for each object: a rectangle the engine takes as it is given."""
+    mask = np.zeros((HEIGHT, WIDTH), bool)
+    mask[10:50, 20 + 40 * object_id : 50 + 40 * object_id] = True
+    return rle_encode(mask)
+
+
+def given_masks(frames: dict[int, list[int]]) -> dict:
+    """``{frame_index: [object_id, ...]}``: an annotation file of masks without clicks, as an
+    export of a propagated session is (each a prompt of the import, costing 1 + 4)."""
+    return {
+        "video": VIDEO,
+        "frames": [
+            {"frame_index": i, "objects": [{"object_id": o, "mask": rectangle(o)} for o in ids]}
+            for i, ids in frames.items()
+        ],
+    }
+
+
+def as_given(exported: dict, file: dict) -> bool:
+    """Whether a session's export holds a file of given masks: the same frames and objects,
+    each mask as the engine redid it from the file's (it works at a smaller size, and smooths
+    the edge: over 90% of the same pixels)."""
+
+    def objects(data: dict) -> list[tuple[int, list[int]]]:
+        return [
+            (frame["frame_index"], [item["object_id"] for item in frame["objects"]])
+            for frame in data["frames"]
+        ]
+
+    if exported["video"] != file["video"] or objects(exported) != objects(file):
+        return False
+    for done, given in zip(exported["frames"], file["frames"], strict=True):
+        for a, b in zip(done["objects"], given["objects"], strict=True):
+            mask, wanted = rle_decode(a["mask"]), rle_decode(b["mask"])
+            if (mask & wanted).sum() < 0.9 * (mask | wanted).sum():
+                return False
+    return True
+
+
+def nonempty(frames: list[dict]) -> list[dict]:
+    """An import's answer (every object's mask on each frame) as an export lists it: the
+    objects with a pixel, on the frames that have one."""
+    kept = [
+        {**frame, "objects": [o for o in frame["objects"] if rle_decode(o["mask"]).any()]}
+        for frame in frames
+    ]
+    return [frame for frame in kept if frame["objects"]]
+
+
+def window_left(period: int) -> int:
+    """The seconds to the end of the rate limit's current window (what Retry-After says)."""
+    now = time.time()
+    return max(1, int(-(-((now // period + 1) * period - now) // 1)))
+
+
+RATE = 100  # the module's RATE_LIMIT_COST, an hour: one request is charged at most 50
+HALF = RATE // 2
+
+
+@pytest.fixture(scope="module")
+def server(default_video_var: Path):
+    with running_server(
+        default_video_var, RATE_LIMIT_COST=f"{RATE}/h", MAX_ANNOTATIONS_MB="1"
+    ) as base_url:
+        yield base_url
+
+
+def test_an_import_of_more_prompts_than_one_request_imports_whole_when_the_client_has_room(
+    server,
+):
+    # given 11 prompts (more than GRAPHQL_MAX_ROOT_FIELDS) on 2 frames, under 4 KB: reading
+    # it 1 + 1, its prompts 11 x 5 and 2 frames of 8, 73 in all
+    file = given_masks({0: [1, 2, 3, 4, 5, 6], 9: [1, 2, 3, 4, 5]})
+    assert len(json.dumps(file)) < 4096
+    session_id = start(server)
+
+    answer = post(server, f"/sessions/{session_id}/annotations", file, "192.0.2.1")
+
+    assert answer.status_code == 200, answer.text
+    kept = exported(server, session_id)
+    assert kept == {"video": VIDEO, "frames": nonempty(answer.json()["frames"])}
+    assert as_given(kept, file)
+
+
+def test_an_import_past_the_clients_limit_stops_and_an_append_completes_it(server):
+    # given 14 frames of one mask each, under 4 KB: reading it 1 + 1, each frame 5 + 8
+    file = given_masks({i: [1] for i in range(14)})
+    assert len(json.dumps(file)) <= 4096
+    session_id = start(server)
+
+    # when its client imports it: 2 + 7 x 13 = 93, and an eighth frame would be 106
+    answer = post(server, f"/sessions/{session_id}/annotations", file, "192.0.2.2")
+
+    # then it stops before frame 7, keeping frames 0 to 6, and says when to come back
+    body = answer.json()
+    assert answer.status_code == 429
+    wait = int(answer.headers["Retry-After"])
+    assert window_left(3600) - 2 <= wait <= window_left(3600)
+    assert (body["code"], body["error"]) == (
+        "RATE_LIMITED",
+        "the import stopped after 7 of the file's 14 frames: its frames up to 6 were imported "
+        "and are kept, those from 7 on were not; this client sent more than its limit of "
+        f"work; try again in {wait} s",
+    )
+    assert (body["imported_frames"], body["remaining_frames"]) == (
+        list(range(7)),
+        list(range(7, 14)),
+    )
+    kept = exported(server, session_id)
+    assert kept == {"video": VIDEO, "frames": nonempty(body["frames"])}
+    assert as_given(kept, {"video": VIDEO, "frames": file["frames"][:7]})
+    # nothing was charged for frame 7: 7 units more fit (100), then no more
+    assert graphql_units(server, "192.0.2.2", 7).status_code == 200
+    assert one_unit_more(server, "192.0.2.2").status_code == 429
+
+    # when the remaining frames are appended (by a client with room: this one's window is an
+    # hour), 2 + 7 x 13 again
+    rest = {"video": VIDEO, "frames": file["frames"][7:]}
+    appended = post(server, f"/sessions/{session_id}/annotations?append=1", rest, "192.0.2.3")
+
+    # then the session holds the file's work, whole
+    assert appended.status_code == 200, appended.text
+    whole = exported(server, session_id)
+    assert whole == {
+        "video": VIDEO,
+        "frames": nonempty(body["frames"] + appended.json()["frames"]),
+    }
+    assert as_given(whole, file)
+
+
+def test_an_append_keeps_the_sessions_work_and_an_import_replaces_it(server):
+    session_id = start(server)
+    post(server, f"/sessions/{session_id}/annotations", given_masks({3: [1]}), "192.0.2.4")
+
+    appended = post(
+        server, f"/sessions/{session_id}/annotations?append=1", given_masks({7: [2]}), "192.0.2.4"
+    )
+
+    assert appended.status_code == 200
+    assert as_given(exported(server, session_id), given_masks({3: [1], 7: [2]}))
+    replaced = post(
+        server, f"/sessions/{session_id}/annotations", given_masks({5: [1]}), "192.0.2.4"
+    )
+    assert replaced.status_code == 200
+    assert as_given(exported(server, session_id), given_masks({5: [1]}))
+
+
+def test_a_prompt_one_request_could_not_send_refuses_the_file_whole(server):
+    # given a session with work, and a file whose second frame has a click of 22 points: as
+    # one addPoints 1 + 4 + 22 x 4 + 8 = 101
+    session_id = start(server)
+    post(server, f"/sessions/{session_id}/annotations", given_masks({3: [1]}), "192.0.2.5")
+    before = exported(server, session_id)
+    file = annotation_file(
+        {0: [{"object_id": 1, **clicks(1)}], 6: [{"object_id": 2, **clicks(22)}]}
+    )
+
+    answer = post(server, f"/sessions/{session_id}/annotations", file, "192.0.2.5")
+
+    assert (answer.status_code, answer.json()) == (
+        400,
+        {
+            "error": "frame 6, object 2: its prompt of 22 points would cost the engine 101 as "
+            "one addPoints; at most 100 (each root field 1, each engine call 4 more, each "
+            "point 4, each frame 8)",
+            "code": "QUERY_TOO_COMPLEX",
+        },
+    )
+    assert exported(server, session_id) == before
+
+
+def test_the_findings_import_is_charged_as_its_clicks_and_stopped(server):
+    # given the finding's file: 30 frames x 10 objects, a click each, 32 to 36 KB (reading it
+    # 1 + 9); a frame as its 10 addPoints, 10 x 9 + 8 = 98, is charged at most half the limit
+    attack = annotation_file(
+        {f: [{"object_id": o, **clicks(1)} for o in range(1, 11)] for f in range(30)}
+    )
+    assert 32768 < len(json.dumps(attack)) <= 36864
+    session_id = start(server)
+
+    answer = post(server, f"/sessions/{session_id}/annotations", attack, "192.0.2.6")
+
+    # then one frame is imported (10 + 50), and a second (110) is not
+    body = answer.json()
+    assert (answer.status_code, body["code"]) == (429, "RATE_LIMITED")
+    assert (body["imported_frames"], body["remaining_frames"]) == ([0], list(range(1, 30)))
+    assert [frame["frame_index"] for frame in exported(server, session_id)["frames"]] == [0]
+
+
+def test_object_ids_past_graphqls_int_are_refused(server):
+    session_id = start(server)
+    file = annotation_file({0: [{"object_id": 2**31, **clicks(1)}]})
+
+    answer = post(server, f"/sessions/{session_id}/annotations", file, "192.0.2.7")
+
+    assert (answer.status_code, answer.json()) == (
+        400,
+        {
+            "error": "frames[0].objects[0].object_id must be an integer within 0..2147483647 "
+            "(GraphQL's Int), got 2147483648",
+            "code": "BAD_USER_INPUT",
+        },
+    )
+    assert exported(server, session_id) == {"video": VIDEO, "frames": []}
+
+
+def test_an_export_of_more_frames_than_the_windows_count_passes(server):
+    # given every frame of the video (144, more than the limit's 100), 12 to 16 KB: reading it
+    # 1 + 4, and the export's flat 8
+    file = annotation_file({i: [{"object_id": 1}] for i in range(144)})
+    assert 12288 < len(json.dumps(file)) <= 16384
+
+    answers = [post(server, "/annotations/yolo.zip", file, "192.0.2.8") for _ in range(8)]
+
+    # then each is charged 13, not by its frames: 7 pass (91), the eighth (104) does not
+    assert [answer.status_code for answer in answers] == [200] * 7 + [429]
+
+
+def test_an_export_is_charged_at_most_half_the_limit(server):
+    # given a file of 200 to 204 KB: reading it 1 + 50, with the flat 8 59, charged 50
+    mask = isolated_pixels()
+    file = {
+        "video": VIDEO,
+        "frames": [{"frame_index": 0, "objects": [{"object_id": 1, "mask": mask}]}],
+    }
+    assert 204800 < len(json.dumps(file)) <= 208896
+
+    answers = [post(server, "/annotations/coco.json", file, "192.0.2.9") for _ in range(3)]
+
+    assert [answer.status_code for answer in answers] == [200, 200, 429]
+
+
+@pytest.mark.parametrize("path", ["/annotations/coco.json", "/annotations/masks.zip"])
+def test_an_export_over_the_cap_is_refused_before_it_is_parsed(server, path):
+    body = b"{}" * (2**19) + b" "  # a byte over 1 MB
+
+    answer = post(server, path, body, "192.0.2.10")
+
+    assert (answer.status_code, answer.json()) == (
+        413,
+        {
+            "error": "the annotation file is 1.0 MB, over the limit of 1.0 MB (MAX_ANNOTATIONS_MB)",
+            "code": "UPLOAD_TOO_LARGE",
+        },
+    )
+
+
+def test_a_file_of_too_many_values_is_refused_before_it_is_parsed(server):
+    answer = post(server, "/annotations/coco.json", b"[" * 600_000, "192.0.2.11")
+
+    assert (answer.status_code, answer.json()) == (
+        400,
+        {
+            "error": "the annotation file holds up to 600001 JSON values; an annotation file "
+            "holds at most 500000",
+            "code": "BAD_USER_INPUT",
+        },
+    )
+
+
+def log_lines(server_log: Path, text: str) -> list[str]:
+    return [line for line in server_log.read_text().splitlines() if text in line]
+
+
+def test_deep_json_is_refused_with_a_code_and_one_log_line(server, default_video_var: Path):
+    deep = b"[" * 5000 + b"]" * 5000
+    log = default_video_var / "daphne.log"
+    operations = {"query": "mutation($file: Upload!) { uploadAnnotations(file: $file) }"}
+
+    uploaded = requests.post(
+        f"{server}/graphql",
+        data={"operations": json.dumps(operations | {"variables": {"file": None}}),
+              "map": json.dumps({"0": ["variables.file"]})},
+        files={"0": ("deep.json", deep, "application/json")},
+        headers={"X-Forwarded-For": "192.0.2.12"},
+        timeout=60,
+    )  # fmt: skip
+    imported = post(server, f"/sessions/{start(server)}/annotations", deep, "192.0.2.12")
+
+    assert uploaded.json()["errors"] == [
+        {
+            "message": "the annotation file deep.json nests JSON too deeply to be an "
+            "annotation file",
+            "locations": [{"line": 1, "column": 28}],
+            "path": ["uploadAnnotations"],
+            "extensions": {"code": "BAD_USER_INPUT"},
+        }
+    ]
+    assert (imported.status_code, imported.json()) == (
+        400,
+        {
+            "error": "the annotation file nests JSON too deeply to be an annotation file",
+            "code": "BAD_USER_INPUT",
+        },
+    )
+    assert len(log_lines(log, "deep.json refused: JSON nested too deeply")) == 1
+    assert len(log_lines(log, "Traceback")) == 0
+
+
+# ---- the engine budget, and hang-ups
+
+
+@pytest.fixture(scope="module")
+def budget_server(default_video_var: Path):
+    # a burst of one engine-second at a hundredth of a core, and the client's limit lifted, so
+    # that the engine budget is what stops an import
+    with running_server(
+        default_video_var,
+        port=free_port(),
+        log_name="budget.log",
+        RATE_LIMIT_COST="0",
+        SESSION_ENGINE_BURST_SEC="1",
+        SESSION_ENGINE_SHARE_PERCENT="1",
+    ) as base_url:
+        yield base_url
+
+
+def test_the_engine_budget_stops_an_import_between_frames_and_keeps_what_it_did(budget_server):
+    # given a file whose frame 4 takes more than the session's burst (2 objects of 20 clicks,
+    # some seconds), between a light frame before it and one after
+    session_id = start(budget_server)
+    heavy = [{"object_id": o, **clicks(20)} for o in range(1, 3)]
+    file = annotation_file(
+        {0: [{"object_id": 1, **clicks(1)}], 4: heavy, 9: [{"object_id": 1, **clicks(1)}]}
+    )
+
+    answer = post(budget_server, f"/sessions/{session_id}/annotations", file, "198.51.100.1")
+
+    # then frames 0 and 4 are imported and kept, frame 9 is not, and the answer says so
+    body = answer.json()
+    wait = int(answer.headers["Retry-After"])
+    assert answer.status_code == 429
+    assert body["code"] == "RESOURCE_EXHAUSTED"
+    assert body["error"] == (
+        "the import stopped after 2 of the file's 3 frames: its frames up to 4 were imported "
+        "and are kept, those from 9 on were not; this session used its engine time (a share "
+        f"of 0.01 of a core, bursts of 1 s); try again in {wait} s"
+    )
+    assert (body["imported_frames"], body["remaining_frames"]) == ([0, 4], [9])
+    kept = exported(budget_server, session_id)
+    assert [frame["frame_index"] for frame in kept["frames"]] == [0, 4]
+    assert [len(frame["objects"]) for frame in kept["frames"]] == [1, 2]
+    assert [frame["frame_index"] for frame in body["frames"]] == [0, 4]
+    # the answer's masks of those frames (every object's, as an import answers) are the kept ones
+    for frame, answered in zip(kept["frames"], body["frames"], strict=True):
+        masks = {item["object_id"]: item["mask"] for item in answered["objects"]}
+        assert [masks[item["object_id"]] for item in frame["objects"]] == [
+            item["mask"] for item in frame["objects"]
+        ]
+
+
+def isolated_pixels() -> dict:
+    mask = np.zeros((HEIGHT, WIDTH), bool)
+    mask[::2, ::2] = True  # 102,480 parts of one pixel each
+    return rle_encode(mask)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_an_export_stops_when_its_client_hangs_up(budget_server, default_video_var: Path):
+    # given YOLO labels asked for 8 frames of masks of isolated pixels (seconds of work each)
+    mask = isolated_pixels()
+    file = {
+        "video": VIDEO,
+        "frames": [
+            {"frame_index": i, "objects": [{"object_id": 1, "mask": mask}]} for i in range(8)
+        ],
+    }
+    body = json.dumps(file).encode()
+    address = urlsplit(budget_server)
+    pid = server_pid(budget_server)
+    log = default_video_var / "budget.log"
+
+    # when the client sends it, and hangs up once the conversion has begun
+    with socket.create_connection((address.hostname, address.port)) as connection:
+        connection.sendall(
+            b"POST /annotations/yolo.zip HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
+        time.sleep(3)
+
+    # then the server stops converting within a mask, and says so
+    deadline = time.monotonic() + 10
+    while not log_lines(log, "/annotations/yolo.zip stopped: the client went away"):
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.1)
+    before = cpu_seconds(pid)
+    time.sleep(2)
+    assert cpu_seconds(pid) - before < 0.5

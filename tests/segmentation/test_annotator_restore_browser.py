@@ -1,0 +1,111 @@
+"""*Start again* restores a lost session from the tab's last export even when the server stops the
+import part way (issue 47): the page says what it restored, waits as the server says, and sends
+the remaining frames on top, by itself, until the new session holds every mask. In a real
+browser (Debian's Chromium) against the real server, with a small ``RATE_LIMIT_COST``."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import expect
+
+from segmentation.demo_video import demo_masks
+from segmentation.rle import rle_encode
+from tests.conftest import running_server
+from tests.segmentation.test_annotation_work_limits import as_given
+from tests.segmentation.test_annotator_browser import open_default_video, server_annotations
+from tests.segmentation.test_annotator_import_browser import ENDED, VIDEO, close_session
+
+FRAMES = range(0, 144, 12)  # 12 frames of the default video, its 3 objects on each (but the
+# star, which comes in after frame 0): 35 masks
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    # 60 a second: the file's reading (12 to 16 KB: 1 + 4) and 2 frames of 3 masks (3 x 5 + 8
+    # each) fit in a window, a third does not, so the 12 frames take 6 steps at least
+    with running_server(
+        tmp_path_factory.mktemp("annotator-restore-var"), RATE_LIMIT_COST="60/s"
+    ) as base_url:
+        yield base_url
+
+
+def last_export() -> dict:
+    """What the tab exported last: every object's drawn mask on each of :data:`FRAMES`, as an
+    export lists them (those with a pixel)."""
+    return {
+        "video": VIDEO,
+        "frames": [
+            {
+                "frame_index": i,
+                "objects": [
+                    {"object_id": number, "mask": rle_encode(mask)}
+                    for number, mask in enumerate(demo_masks(i).values(), start=1)
+                    if mask.any()
+                ],
+            }
+            for i in FRAMES
+        ],
+    }
+
+
+# Each message the page shows, with whether its Import control was disabled then.
+RECORD_MESSAGES = """() => {
+  window.shown = [];
+  const message = document.getElementById("message");
+  new MutationObserver(() => window.shown.push([
+    message.textContent,
+    document.getElementById("import-file").disabled,
+  ])).observe(message, { childList: true, characterData: true, subtree: true });
+}"""
+
+
+def test_start_again_continues_an_import_the_server_stopped_until_every_mask_is_back(
+    server, page
+) -> None:
+    # given a tab whose last export holds 35 masks, and its session lost by the server
+    first = open_default_video(server, page)
+    saved = last_export()
+    assert sum(len(frame["objects"]) for frame in saved["frames"]) == 35
+    page.evaluate(
+        "([key, data]) => sessionStorage.setItem(key, JSON.stringify(data))",
+        [f"annotate:last-export:{VIDEO}", saved],
+    )
+    close_session(server, first)
+    page.reload()
+    page.wait_for_selector("#editor[data-ready=true]")
+    assert page.text_content("#message") == f"{ENDED} with your last export (12 frames)."
+    imports = []
+    page.on(
+        "request",
+        lambda r: imports.append(r.url) if r.method == "POST" and "/annotations" in r.url else 0,
+    )
+    page.evaluate(RECORD_MESSAGES)
+
+    # when
+    page.click("#start-again")
+
+    # then the page continues the import by itself until it is done
+    expect(page.locator("#message")).to_have_text(
+        "A new session is open, with your last export (12 frames).", timeout=60_000
+    )
+    second = page.get_attribute("#editor", "data-session-id")
+    assert second != first
+    assert as_given(server_annotations(server, second), saved)
+    # in steps: the first in place of the new session's prompts, the others appended to it
+    assert len(imports) >= 6
+    assert [urlparse(url).query for url in imports] == [""] + ["append=1"] * (len(imports) - 1)
+    # saying what it restored, counting down, with Import disabled meanwhile
+    shown = page.evaluate("window.shown")
+    waits = [(text, disabled) for text, disabled in shown if "continuing in" in text]
+    assert waits
+    for text, disabled in waits:
+        restored = re.fullmatch(r"Restored (\d+) of 35 masks; continuing in 1 s\.", text)
+        assert restored is not None, text
+        assert 0 <= int(restored.group(1)) < 35
+        assert disabled
+    restored_counts = [int(re.search(r"\d+", text).group()) for text, _ in waits]
+    assert restored_counts == sorted(restored_counts)
+    assert page.is_enabled("#import-file")
