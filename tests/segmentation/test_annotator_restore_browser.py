@@ -25,7 +25,8 @@ FRAMES = range(0, 144, 12)  # 12 frames of the default video, its 3 objects on e
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     # 60 a second: the file's reading (12 to 16 KB: 1 + 4) and 2 frames of 3 masks (3 x 5 + 8
-    # each) fit in a window, a third does not, so the 12 frames take 6 steps at least
+    # each) fit in a window, a third does not, so the 12 frames take several steps (a step that
+    # runs across the end of a window imports more: how many depends on the clock)
     with running_server(
         tmp_path_factory.mktemp("annotator-restore-var"), RATE_LIMIT_COST="60/s"
     ) as base_url:
@@ -95,7 +96,7 @@ def test_start_again_continues_an_import_the_server_stopped_until_every_mask_is_
     assert second != first
     assert as_given(server_annotations(server, second), saved)
     # in steps: the first in place of the new session's prompts, the others appended to it
-    assert len(imports) >= 6
+    assert 2 <= len(imports) <= 12
     assert [urlparse(url).query for url in imports] == [""] + ["append=1"] * (len(imports) - 1)
     # saying what it restored, counting down, with Import disabled meanwhile
     shown = page.evaluate("window.shown")
