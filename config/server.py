@@ -7,6 +7,10 @@ class instead: a declared ``Content-Length`` over it is answered as soon as the 
 (and no ``100 Continue`` is sent), a body without one as soon as it grows past it. Nothing beyond
 the cap is kept.
 
+A body the cap admits is kept in its file (a temporary file past 100 KB) until the application
+reads it, a piece at a time (:class:`BodyQueue`); Twisted's own parsing of form bodies, which
+daphne never uses, is turned off.
+
 After the answer the server goes on reading, and discarding, what the client still sends, for up
 to :data:`LINGER_SEC`: a client that writes its whole body before it reads (browsers, most HTTP
 libraries) would otherwise meet a reset connection and lose the answer.
@@ -32,6 +36,7 @@ config.asgi:application``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import ipaddress
 import logging
@@ -61,6 +66,11 @@ class CappedRequest(WebRequest):
 
     _received = 0
     _refused = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Twisted would parse a form's whole body in memory, in the event loop, for request.args
+        # that daphne never reads: one 69 MB upload took 770 MB and 3 s of the loop.
+        super().__init__(*args, parsePOSTFormSubmission=False, **kwargs)
 
     def gotLength(self, length: int | None) -> None:
         if length is not None and length > self.channel.factory.body_cap:
@@ -204,6 +214,69 @@ class HeadCappedChannel(http.HTTPChannel):
         super().connectionLost(reason)
 
 
+# What the application is handed of a request body at a time.
+BODY_PIECE = 64 * 1024
+_BODY = object()  # in a request's queue: the next piece of its body, read when taken
+
+
+class BodyQueue(asyncio.Queue):
+    """The queue of one HTTP request's ASGI messages, leaving its body in the request's file
+    until the application asks for it.
+
+    daphne puts a whole body into the application's queue at once, in pieces of 8 KB: six
+    parallel 69 MB uploads held 50,000 pieces in memory (1.4 GB at the peak), and what they left
+    behind stayed with the process (600 MB over its size before). Here a body is one marker
+    in the queue, and each piece is read from the file (a temporary file past 100 KB) when the
+    application takes it."""
+
+    def __init__(self, request: WebRequest) -> None:
+        super().__init__()
+        self._request = request
+        self._offset: int | None = None  # where the next piece starts; None before the body
+
+    def put_nowait(self, message: Any) -> None:
+        if message["type"] != "http.request":
+            super().put_nowait(message)
+        elif self._offset is None:
+            self._offset = 0
+            super().put_nowait(_BODY)
+        # daphne's further pieces are read again from the file, when asked for
+
+    async def get(self) -> Any:
+        message = await super().get()
+        if message is not _BODY:
+            return message
+        try:
+            content = self._request.content
+            content.seek(self._offset)
+            piece = content.read(BODY_PIECE)
+        except (AttributeError, ValueError):  # the request is over, its file closed
+            return {"type": "http.disconnect"}
+        self._offset += len(piece)
+        more = len(piece) == BODY_PIECE
+        if more:
+            super().put_nowait(_BODY)
+        return {"type": "http.request", "body": piece, "more_body": more}
+
+
+class BodyOnDemandServer(daphne.server.Server):
+    """daphne's server, handing each HTTP request's application a :class:`BodyQueue`."""
+
+    def create_application(self, protocol: Any, scope: dict) -> asyncio.Queue | None:
+        if scope["type"] != "http":
+            return super().create_application(protocol, scope)
+        # daphne's own, but for the queue
+        queue = BodyQueue(protocol)
+        scope.setdefault("asgi", {"version": "3.0"})
+        instance = self.application(
+            scope=scope, receive=queue.get, send=functools.partial(self.handle_reply, protocol)
+        )
+        if protocol not in self.connections:
+            return None
+        self.connections[protocol]["application_instance"] = asyncio.ensure_future(instance)
+        return queue
+
+
 class CappedHTTPFactory(HTTPFactory):
     def __init__(self, server: Any) -> None:
         super().__init__(server)
@@ -263,6 +336,7 @@ def main() -> None:
     # given a request class.
     daphne.server.HTTPFactory = CappedHTTPFactory
     daphne.server.WebSocketFactory = EndpointCloseFactory  # the same, for close codes
+    CommandLineInterface.server_class = BodyOnDemandServer
     CommandLineInterface.entrypoint()
 
 
