@@ -206,6 +206,13 @@ if SEGMENTATION_ENGINE == "sam2":
 DEFAULT_VIDEO_PATH = env_str("DEFAULT_VIDEO_PATH", "")
 # Stored videos are H.264 MP4 at 24 fps with their longest side at most this.
 MAX_VIDEO_SIDE = env_int("MAX_VIDEO_SIDE", 1280, minimum=64)
+# Slow clients (config/server.py): a request's head must arrive whole within this many seconds
+# of the connection's start or the previous answer's end (an idle connection is closed then); a
+# body must bring a byte every SERVER_BODY_IDLE_SEC and, after its first SERVER_BODY_IDLE_SEC,
+# average SERVER_BODY_MIN_RATE bytes a second (0: no minimum); past either, 408 and closed.
+SERVER_HEAD_TIMEOUT_SEC = env_int("SERVER_HEAD_TIMEOUT_SEC", 10, minimum=1)
+SERVER_BODY_IDLE_SEC = env_int("SERVER_BODY_IDLE_SEC", 10, minimum=1)
+SERVER_BODY_MIN_RATE = env_int("SERVER_BODY_MIN_RATE", 1024, minimum=0)
 # Uploads: refused while arriving past this size; videos cut to this many seconds.
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 70, minimum=1) * 1024 * 1024
 MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)
