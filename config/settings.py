@@ -279,6 +279,19 @@ CHANNELS_PLAYLIST_TIMEOUT_SEC = env_int("CHANNELS_PLAYLIST_TIMEOUT_SEC", 30, min
 # too (group "Demo"), so that one channel is always known to work.
 CHANNELS_DEMO = env_bool("CHANNELS_DEMO", True)
 CHANNELS_ADMIN_TOKEN = env_str("CHANNELS_ADMIN_TOKEN", "")
+# Addresses the hub never opens an upstream connection to (channels_admin/streaming/
+# upstream_addresses.py), networks or single addresses: loopback by default; this machine's own
+# addresses and 0.0.0.0 are refused besides. CHANNELS_UPSTREAM_ALLOW names networks fetched all
+# the same (a provider on this machine, or a source on the local network); the server's demo
+# channels are always fetched.
+CHANNELS_UPSTREAM_DENY = tuple(
+    ipaddress.ip_network(network, strict=False)
+    for network in env_list("CHANNELS_UPSTREAM_DENY", ["127.0.0.0/8", "::1"])
+)
+CHANNELS_UPSTREAM_ALLOW = tuple(
+    ipaddress.ip_network(network, strict=False)
+    for network in env_list("CHANNELS_UPSTREAM_ALLOW", [])
+)
 CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC = env_int(
     "CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC", 5, minimum=1
 )
