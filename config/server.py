@@ -21,6 +21,10 @@ answers an empty ``400`` when the lines add up to more; here (:class:`HeadCapped
 answered with ``414 URI Too Long`` when the request line alone is over, else ``431 Request Header
 Fields Too Large``, with a line of text saying so, and the same lingering.
 
+Slow clients are timed out (:class:`HeadCappedChannel`): a head must arrive within
+``SERVER_HEAD_TIMEOUT_SEC``, a body keep a byte every ``SERVER_BODY_IDLE_SEC`` and
+``SERVER_BODY_MIN_RATE`` bytes a second on average, else 408 and the connection closed.
+
 At start, a server that listens beyond this machine while no ``CHANNELS_ADMIN_TOKEN`` is set
 says so in its log: the channel admin API then answers only staff logins from elsewhere.
 
