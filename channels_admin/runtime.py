@@ -17,11 +17,13 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from channels_admin.models import StreamState
+from channels_admin.services.playlists import demo_entries
 from channels_admin.services.status import hub_event_record
 from channels_admin.streaming.admission import Admission, LoadGuard
 from channels_admin.streaming.encoder_slots import DEMO_ENCODERS, EncoderSlots
 from channels_admin.streaming.hub import Hub, Upstream
 from channels_admin.streaming.relay import Relay
+from channels_admin.streaming.upstream_addresses import UpstreamAddresses
 
 
 class StreamRuntime:
@@ -74,6 +76,7 @@ class StreamRuntime:
             gop_cache_bytes=settings.CHANNELS_GOP_CACHE_BYTES,
             gop_cache_seconds=settings.CHANNELS_GOP_CACHE_SEC,
             slate_pattern=settings.CHANNELS_SLATE,
+            upstream_addresses=upstream_addresses(),
         )
         state = await database_sync_to_async(StreamState.load)()
         if state.live and state.source_list:
@@ -133,3 +136,13 @@ def upstreams(sources: list[dict]) -> list[Upstream]:
 def stream_runtime() -> StreamRuntime:
     """This process's stream runtime, built on the first call."""
     return StreamRuntime()
+
+
+def upstream_addresses() -> UpstreamAddresses:
+    """Where the hub may connect, from the settings; the demo channels' URLs are the server's
+    own, written by it."""
+    return UpstreamAddresses(
+        deny=settings.CHANNELS_UPSTREAM_DENY,
+        allow=settings.CHANNELS_UPSTREAM_ALLOW,
+        trusted_urls=frozenset(entry.url for entry in demo_entries()),
+    )

@@ -5,6 +5,8 @@
 - Requests may follow the GraphQL multipart request specification: an ``operations`` field (the
   JSON request), a ``map`` field (which file part goes to which variable), and the file parts.
   (The size of the whole request is capped before Django reads it: ``config/body_limit.py``.)
+  A body Django's parser cannot read (a part's headers over 1,024 bytes, such as a long file
+  name) is refused with 400 ``BAD_USER_INPUT``, logged in Django's one line for a 400.
 - A request whose parameters have the wrong types (a query that is not a string, variables that
   are not an object) is refused with 400 ``BAD_USER_INPUT``, and JSON nested deeper than Python's
   parser goes is invalid JSON like any other, before either reaches GraphQL.
@@ -31,6 +33,7 @@ from collections import OrderedDict
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http.multipartparser import MultiPartParserError
 from graphene_django.views import GraphQLView, HttpError
 from graphql import (
     DocumentNode,
@@ -167,8 +170,14 @@ class ApiView(GraphQLView):
 def operations_with_files(request: HttpRequest) -> dict:
     """The ``operations`` of a multipart request, with each mapped file put in its place."""
     try:
-        operations = json.loads(request.POST["operations"])
-        mapping = json.loads(request.POST["map"])
+        form = request.POST
+    except MultiPartParserError as error:
+        # Django's parser refuses a part's headers over 1,024 bytes (a long file name) and
+        # malformed bodies; Django would log each with its traceback (4.8 KB) and answer a page.
+        raise BadMultipartRequest(f"the multipart body cannot be read: {error}") from None
+    try:
+        operations = json.loads(form["operations"])
+        mapping = json.loads(form["map"])
     except KeyError as missing:
         raise BadMultipartRequest(
             f"a multipart GraphQL request needs the field {missing}"

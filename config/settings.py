@@ -206,6 +206,13 @@ if SEGMENTATION_ENGINE == "sam2":
 DEFAULT_VIDEO_PATH = env_str("DEFAULT_VIDEO_PATH", "")
 # Stored videos are H.264 MP4 at 24 fps with their longest side at most this.
 MAX_VIDEO_SIDE = env_int("MAX_VIDEO_SIDE", 1280, minimum=64)
+# Slow clients (config/server.py): a request's head must arrive whole within this many seconds
+# of the connection's start or the previous answer's end (an idle connection is closed then); a
+# body must bring a byte every SERVER_BODY_IDLE_SEC and, after its first SERVER_BODY_IDLE_SEC,
+# average SERVER_BODY_MIN_RATE bytes a second (0: no minimum); past either, 408 and closed.
+SERVER_HEAD_TIMEOUT_SEC = env_int("SERVER_HEAD_TIMEOUT_SEC", 10, minimum=1)
+SERVER_BODY_IDLE_SEC = env_int("SERVER_BODY_IDLE_SEC", 10, minimum=1)
+SERVER_BODY_MIN_RATE = env_int("SERVER_BODY_MIN_RATE", 1024, minimum=0)
 # Uploads: refused while arriving past this size; videos cut to this many seconds.
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 70, minimum=1) * 1024 * 1024
 MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)
@@ -276,6 +283,19 @@ CHANNELS_PLAYLIST_TIMEOUT_SEC = env_int("CHANNELS_PLAYLIST_TIMEOUT_SEC", 30, min
 # too (group "Demo"), so that one channel is always known to work.
 CHANNELS_DEMO = env_bool("CHANNELS_DEMO", True)
 CHANNELS_ADMIN_TOKEN = env_str("CHANNELS_ADMIN_TOKEN", "")
+# Addresses the hub never opens an upstream connection to (channels_admin/streaming/
+# upstream_addresses.py), networks or single addresses: loopback by default; this machine's own
+# addresses and 0.0.0.0 are refused besides. CHANNELS_UPSTREAM_ALLOW names networks fetched all
+# the same (a provider on this machine, or a source on the local network); the server's demo
+# channels are always fetched.
+CHANNELS_UPSTREAM_DENY = tuple(
+    ipaddress.ip_network(network, strict=False)
+    for network in env_list("CHANNELS_UPSTREAM_DENY", ["127.0.0.0/8", "::1"])
+)
+CHANNELS_UPSTREAM_ALLOW = tuple(
+    ipaddress.ip_network(network, strict=False)
+    for network in env_list("CHANNELS_UPSTREAM_ALLOW", [])
+)
 CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC = env_int(
     "CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC", 5, minimum=1
 )

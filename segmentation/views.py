@@ -75,6 +75,8 @@ logger = logging.getLogger(__name__)
 
 SINGLE_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CHUNK = 256 * 1024
+POSITION_DIGITS = 18  # a byte position of more digits is beyond any file
+BEYOND_ANY_FILE = 10**POSITION_DIGITS
 
 
 @require_safe
@@ -106,19 +108,29 @@ def media_file(request: HttpRequest, path: str) -> HttpResponse:
 
 
 def _range(header: str, size: int) -> tuple[int, int] | str | None:
-    """The inclusive byte range asked for, "unsatisfiable", or None for the whole file."""
+    """The inclusive byte range asked for, "unsatisfiable", or None for the whole file.
+
+    A position of more digits than any file's size has is taken as past every file (Python
+    refuses to read an integer of over 4,300 digits, and one of 5,000 was a 500): a first byte
+    there is unsatisfiable, a last byte or a suffix there means to the end."""
     match = SINGLE_RANGE.match(header.strip())
     if match is None or match.groups() == ("", ""):
         return None
-    first, last = match.groups()
-    if first == "":  # the last N bytes
-        start, end = max(size - int(last), 0), size - 1
+    first, last = (_position(digits) for digits in match.groups())
+    if first is None:  # the last N bytes
+        start, end = max(size - last, 0), size - 1
     else:
-        start = int(first)
-        end = min(int(last), size - 1) if last else size - 1
+        start = first
+        end = min(last, size - 1) if last is not None else size - 1
     if start >= size or start > end:
         return "unsatisfiable"
     return start, end
+
+
+def _position(digits: str) -> int | None:
+    if not digits:
+        return None
+    return int(digits) if len(digits) <= POSITION_DIGITS else BEYOND_ANY_FILE
 
 
 def _read(file: Path, start: int, length: int):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ipaddress
 import os
 import re
 import shutil
@@ -28,11 +29,17 @@ STARTUP_TIMEOUT_SEC = 90
 LISTENING = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
 
+# The tests' upstreams (fake providers) listen on loopback, which the hub refuses by default.
+LOOPBACK_UPSTREAMS = "127.0.0.0/8,::1"
+
+
 def project_env(var_dir: Path, **overrides: str) -> dict[str, str]:
-    """Environment for a subprocess of the project: embedded defaults under ``var_dir``."""
+    """Environment for a subprocess of the project: embedded defaults under ``var_dir``, and
+    upstreams on loopback allowed."""
     # the engine is chosen afresh for the subprocess's own models folder, unless given here
     inherited = {"DATABASE_URL", "REDIS_URL", "SEGMENTATION_ENGINE", "SAM2_CHECKPOINT"}
     env = {k: v for k, v in os.environ.items() if k not in inherited}
+    env.setdefault("CHANNELS_UPSTREAM_ALLOW", LOOPBACK_UPSTREAMS)
     env.update({"VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "config.settings"})
     env.update(overrides)
     return env
@@ -85,6 +92,16 @@ def server_import(env: dict[str, str]) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
         check=False,
+    )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def loopback_upstreams_allowed() -> None:
+    """The hubs this test process builds may read the tests' upstreams on loopback."""
+    from django.conf import settings
+
+    settings.CHANNELS_UPSTREAM_ALLOW = tuple(
+        ipaddress.ip_network(network) for network in LOOPBACK_UPSTREAMS.split(",")
     )
 
 

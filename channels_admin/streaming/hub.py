@@ -62,6 +62,7 @@ from channels_admin.streaming.sources import SourceCycle, source_label
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import PacketAligner
 from channels_admin.streaming.ts_scan import StreamLayout
+from channels_admin.streaming.upstream_addresses import UpstreamAddresses, UpstreamDenied
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +142,10 @@ class Hub:
         slate_delay: float = SLATE_DELAY_SECONDS,
         slate_pattern: bool = True,
         hls: HlsOutput | None = None,
+        upstream_addresses: UpstreamAddresses | None = None,
     ) -> None:
+        # None: any address (the hub's own tests); the server passes its settings'
+        self._upstream_addresses = upstream_addresses
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=stall_timeout
         )
@@ -493,8 +497,13 @@ class Hub:
         # lingers. aiohttp keeps reading the socket while its buffer has room and hands over
         # everything buffered at once; a client that reads once per request of the consumer
         # falls behind the stream when the event loop is busy with a thousand viewers.
+        addresses = self._upstream_addresses
+        checked = addresses is not None and upstream.url not in addresses.trusted_urls
         async with aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=1),
+            # every connection's address checked as it opens: redirects and segments too
+            connector=aiohttp.TCPConnector(
+                limit=1, socket_factory=addresses.socket_factory if checked else None
+            ),
             timeout=self._timeout,
             auto_decompress=False,
         ) as session:
@@ -541,6 +550,8 @@ def _failure_reason(error: Exception) -> str:
     sentence about the connect call."""
     if isinstance(error, aiohttp.ClientConnectorError):
         cause = error.os_error
+        if isinstance(cause, UpstreamDenied):
+            return str(cause)
         if isinstance(cause, socket.gaierror):
             return f"host not found ({cause.strerror})"
         if cause.errno:

@@ -242,3 +242,74 @@ def test_too_many_form_fields_is_one_log_line(server):
         "settings.DATA_UPLOAD_MAX_NUMBER_FIELDS.",
         f'access "POST /graphql" 400 {len(BAD_REQUEST_PAGE)}',
     ]
+
+
+def test_a_multipart_file_name_over_1024_bytes_is_a_coded_error_in_one_line(server):
+    # Django's multipart parser refuses a part's headers over 1,024 bytes; that was an HTML 400
+    # and a 4.8 KB traceback
+    base_url, log = server
+    operations = '{"query": "mutation($f: Upload!) { uploadVideo(file: $f) { path } }", '
+    operations += '"variables": {"f": null}}'
+
+    response, lines = logged(
+        log,
+        lambda: requests.post(
+            f"{base_url}/graphql",
+            files={
+                "operations": (None, operations),
+                "map": (None, '{"0": ["variables.f"]}'),
+                "0": ("a" * 1100 + ".mp4", b"not a video", "video/mp4"),
+            },
+            timeout=30,
+        ),
+    )
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "errors": [
+            {
+                "message": "the multipart body cannot be read: "
+                "Request max total header size exceeded.",
+                "extensions": {"code": "BAD_USER_INPUT"},
+            }
+        ]
+    }
+    assert lines == [
+        "WARNING django.request: Bad Request: /graphql",
+        f'access "POST /graphql" 400 {len(response.content)}',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "status", "content_range", "body"),
+    [
+        # a first byte past every file: unsatisfiable
+        ("bytes=" + "9" * 5000 + "-", 416, "bytes */1000", b""),
+        # a last byte, or a suffix, past every file: to the end, or the whole file
+        ("bytes=990-" + "9" * 5000, 206, "bytes 990-999/1000", b"x" * 10),
+        ("bytes=-" + "9" * 5000, 206, "bytes 0-999/1000", b"x" * 1000),
+    ],
+)
+def test_a_range_of_5000_digits_is_answered_as_http_says(
+    server, header, status, content_range, body
+):
+    # Python refuses to read an integer of over 4,300 digits: that was a 500 and a traceback
+    base_url, log = server
+    media = log.parent / "media" / "gallery"
+    media.mkdir(parents=True, exist_ok=True)
+    (media / "range.mp4").write_bytes(b"x" * 1000)
+
+    response, lines = logged(
+        log,
+        lambda: requests.get(
+            f"{base_url}/media/gallery/range.mp4", headers={"Range": header}, timeout=30
+        ),
+    )
+
+    assert (response.status_code, response.headers["Content-Range"], response.content) == (
+        status,
+        content_range,
+        body,
+    )
+    assert not any("Traceback" in line for line in lines)
+    assert lines[-1] == f'access "GET /media/gallery/range.mp4" {status} {len(body) or "-"}'

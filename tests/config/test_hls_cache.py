@@ -136,3 +136,34 @@ def test_many_hls_clients_cost_the_origin_one_request_per_segment(nginx_binary, 
     # the playlist: once when the burst found it expired, then at most once a second
     assert counts["/hls/live.m3u8"] <= 1 + seconds
     assert hls_viewers == 1  # the origin saw one client: the cache
+
+
+MISSING_REQUESTS = 500
+
+
+def test_missing_segments_and_other_names_cost_the_origin_little(nginx_binary, tmp_path):  # noqa: F811
+    # Before, nginx kept no 404 (the origin's are no-store): 2,000 random segment names all
+    # reached the origin. Nothing need play: the origin answers 404 for a name it never cut.
+    ports = {"port": free_port(), "origin": free_port()}
+    work = tmp_path / "nginx"
+    work.mkdir()
+    (work / "nginx.conf").write_text(configuration(work, **ports))
+    missing = "/hls/seg-0badf00d-7.ts"
+    others = [f"/hls/{n}.ts" for n in range(MISSING_REQUESTS // 5)] + ["/hls/live.ts"]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(running_server(tmp_path, port=ports["origin"]))
+        front = nginx_started(stack, nginx_binary, work, ports["port"])
+        mark = len(log_lines(work))
+
+        def get(path: str) -> int:
+            with requests.Session() as session:
+                return session.get(f"{front}{path}", timeout=10).status_code
+
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            answers = collections.Counter(pool.map(get, [missing] * MISSING_REQUESTS + others))
+        counts = origin_requests(work, after=mark)
+
+    # then every request is answered 404, the missing segment's from the origin once (within
+    # its 5 s), and no other name reaches the origin at all
+    assert answers == {404: MISSING_REQUESTS + len(others)}
+    assert counts == {missing: 1}

@@ -117,3 +117,46 @@ def test_a_request_line_within_the_limit_is_served(asgi_server):
     response = requests.get(f"{asgi_server}/healthz?pad={'a' * 16_000}", timeout=5)
 
     assert response.status_code == 200
+
+
+def test_a_header_folded_over_5000_lines_is_431(asgi_server):
+    # 20 KB of lines, which Twisted counted as 10 KB (without their line ends) and served
+    folded = b"X-Folded: a\r\n" + b" b\r\n" * 5_000
+    answer = raw_exchange(asgi_server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + folded + b"\r\n")
+
+    assert answer == head_refusal(
+        b"431 Request Header Fields Too Large", b"the request has over 500 header lines\n"
+    )
+
+
+def test_folded_lines_count_with_their_line_ends_in_the_cap(asgi_server):
+    # 420 lines of 39 bytes with their line ends: 16,380 bytes, where Twisted counted 15,540
+    folded = b"X-Folded: a\r\n" + (b" " + b"b" * 36 + b"\r\n") * 420
+    answer = raw_exchange(asgi_server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + folded + b"\r\n")
+
+    assert answer == head_refusal(
+        b"431 Request Header Fields Too Large",
+        b"the request line and headers are over 16384 bytes together\n",
+    )
+
+
+def test_over_500_header_lines_are_431(asgi_server):
+    # Twisted answered this one "400 Bad Request", with no body to say why
+    headers = b"".join(b"X-%d: 1\r\n" % n for n in range(500))
+    answer = raw_exchange(asgi_server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+
+    assert answer == head_refusal(
+        b"431 Request Header Fields Too Large", b"the request has over 500 header lines\n"
+    )
+
+
+def test_500_header_lines_are_served(asgi_server):
+    headers = b"".join(b"X-%d: 1\r\n" % n for n in range(499))
+    answer = raw_exchange(
+        asgi_server,
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+        + headers[: -len(b"X-498: 1\r\n")]
+        + b"\r\n",
+    )
+
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")

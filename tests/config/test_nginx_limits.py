@@ -1,0 +1,138 @@
+"""The time-outs and per-client limits docs/deploy.md gives nginx, for real: nginx with the
+documented blocks (read from the page, its time-outs shortened to 2 s) in front of a real
+server. Before, the documented layout set none: 2,000 head dribblers went straight to the
+server."""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import re
+import time
+from pathlib import Path
+
+import requests
+
+from tests.config.test_deployment_topology import nginx_binary, nginx_started  # noqa: F401
+from tests.config.test_slow_clients import attack
+from tests.conftest import ROOT, free_port, running_server
+
+TIMEOUT_SEC = 2
+SLACK_SEC = 1.5
+CONNECTIONS = 64
+RATE, BURST = 50, 100
+
+CONFIG = """
+daemon off;
+pid {work}/nginx.pid;
+error_log {work}/error.log;
+worker_processes 1;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {work}/access.log;
+    client_body_temp_path {work}/body;
+    proxy_temp_path {work}/proxy;
+    fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi;
+    scgi_temp_path {work}/scgi;
+{http}
+    server {{
+        listen 127.0.0.1:{port};
+{server}
+        location / {{ proxy_pass http://127.0.0.1:{origin}; }}
+    }}
+}}
+"""
+
+
+def documented_blocks() -> tuple[str, str]:
+    """The two nginx blocks of docs/deploy.md's section on slow and greedy clients."""
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    section = text.split("## Slow and greedy clients", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```nginx\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 2, blocks
+    return blocks[0], blocks[1]
+
+
+def front_started(stack: contextlib.ExitStack, binary: str, tmp_path: Path) -> tuple[str, Path]:
+    http, server = documented_blocks()
+    server = re.sub(r"(client_\w+_timeout) 10s;", rf"\1 {TIMEOUT_SEC}s;", server)
+    assert server.count(f" {TIMEOUT_SEC}s;") == 2, server
+    ports = {"port": free_port(), "origin": free_port()}
+    work = tmp_path / "nginx"
+    work.mkdir()
+    (work / "nginx.conf").write_text(CONFIG.format(work=work, http=http, server=server, **ports))
+    stack.enter_context(running_server(tmp_path, port=ports["origin"]))
+    return nginx_started(stack, binary, work, ports["port"]), tmp_path / "daphne.log"
+
+
+def test_dribblers_are_closed_by_nginx_and_never_reach_the_server(nginx_binary, tmp_path):  # noqa: F811
+    with contextlib.ExitStack() as stack:
+        front, origin_log = front_started(stack, nginx_binary, tmp_path)
+        before = origin_log.read_text().count('"POST /graphql"')
+        heads = attack(
+            front, first=b"GET /healthz HTTP/1.1\r\nHost: x\r\n", drip=b"X", every=0.5, limit=8
+        )
+        bodies = attack(
+            front,
+            first=b"POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n{",
+            drip=b"",
+            every=1,
+            limit=8,
+            count=20,
+        )
+        after = origin_log.read_text().count('"POST /graphql"')
+
+    # nginx closes a head that does not come, and a body that stalls, without a word (its log
+    # says 408)
+    assert {client.received for client in heads + bodies} == {b""}
+    assert max(client.closed_after for client in heads) < TIMEOUT_SEC + SLACK_SEC
+    assert max(client.closed_after for client in bodies) < TIMEOUT_SEC + SLACK_SEC
+    assert after == before  # none reached the server
+
+
+def test_one_address_past_its_connections_is_answered_429(nginx_binary, tmp_path):  # noqa: F811
+    with contextlib.ExitStack() as stack:
+        front, _ = front_started(stack, nginx_binary, tmp_path)
+        # bodies declared and never sent: each holds its connection until the body time-out
+        clients = attack(
+            front,
+            first=b"POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n",
+            drip=b"",
+            every=1,
+            limit=8,
+            count=CONNECTIONS + 36,
+        )
+
+    # past its 64, each is answered 429 (and closed once nginx's lingering for the body it
+    # declared is over); the 64 are closed at the body time-out
+    statuses = collections.Counter(client.received.split(b"\r\n", 1)[0] for client in clients)
+    assert statuses == {b"": CONNECTIONS, b"HTTP/1.1 429 Too Many Requests": 36}
+    held = [client.closed_after for client in clients if not client.received]
+    assert min(held) >= TIMEOUT_SEC - 0.1
+    assert max(held) < TIMEOUT_SEC + SLACK_SEC
+
+
+def test_one_address_past_its_request_rate_is_answered_429(nginx_binary, tmp_path):  # noqa: F811
+    with contextlib.ExitStack() as stack:
+        front, origin_log = front_started(stack, nginx_binary, tmp_path)
+        before = origin_log.read_text().count('"GET /healthz"')
+        began = time.monotonic()
+
+        def client(_: int) -> list[int]:
+            with requests.Session() as session:
+                return [session.get(f"{front}/healthz", timeout=10).status_code for _ in range(20)]
+
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            answers = collections.Counter(
+                code for codes in pool.map(client, range(20)) for code in codes
+            )
+        seconds = time.monotonic() - began
+        time.sleep(0.5)
+        served = origin_log.read_text().count('"GET /healthz"') - before
+
+    # 400 requests from one address: the burst and the rate pass, the rest are 429
+    assert set(answers) == {200, 429}
+    assert answers[200] == served
+    assert BURST <= served <= BURST + RATE * seconds + 1
