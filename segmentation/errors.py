@@ -89,39 +89,32 @@ class UnsupportedMedia(SegmentationError):
     code = ErrorCode.UNSUPPORTED_MEDIA
 
 
-class ResourceExhausted(SegmentationError):
-    """The session spent its engine time; it may go on after ``retry_after`` seconds. An
-    operation it cut short says in ``details`` what was done (an import: which frames)."""
+class RetryLater(SegmentationError):
+    """A refusal the client may retry after ``retry_after`` seconds; an operation it cut short
+    says in ``details`` what was done (an import: which frames)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float = 1.0,
+        details: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.retry_after = retry_after
+
+
+class ResourceExhausted(RetryLater):
+    """The session spent its engine time."""
 
     code = ErrorCode.RESOURCE_EXHAUSTED
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float = 1.0,
-        details: dict[str, object] | None = None,
-    ) -> None:
-        super().__init__(message, details=details)
-        self.retry_after = retry_after
 
-
-class RateLimited(SegmentationError):
+class RateLimited(RetryLater):
     """The client spent its cost limit (``RATE_LIMIT_COST``) in the middle of an operation that
-    is charged step by step; it may go on after ``retry_after`` seconds. ``details`` says what
-    was done (an import: which frames)."""
+    is charged step by step."""
 
     code = ErrorCode.RATE_LIMITED
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float = 1.0,
-        details: dict[str, object] | None = None,
-    ) -> None:
-        super().__init__(message, details=details)
-        self.retry_after = retry_after
 
 
 class TooComplex(SegmentationError):
@@ -130,14 +123,10 @@ class TooComplex(SegmentationError):
     code = ErrorCode.QUERY_TOO_COMPLEX
 
 
-class ServerBusy(SegmentationError):
-    """Too much of the same work is under way; it may be tried again after ``retry_after``."""
+class ServerBusy(RetryLater):
+    """Too much of the same work is under way."""
 
     code = ErrorCode.SERVER_BUSY
-
-    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class StorageFull(SegmentationError):
@@ -153,10 +142,18 @@ def error_from_message(data: dict[str, object]) -> Exception:
         code = ErrorCode(data["code"])
     except ValueError:
         return RuntimeError(message)
-    error = next(kind for kind in SegmentationError.__subclasses__() if kind.code == code)
+    error = ERROR_KINDS[code]
     extra: dict[str, object] = {}
     if "retry_after" in data:
         extra["retry_after"] = float(data["retry_after"])
     if isinstance(data.get("details"), dict):
         extra["details"] = data["details"]
     return error(message, **extra)
+
+
+def _descendants(kind: type[SegmentationError]) -> list[type[SegmentationError]]:
+    return [d for sub in kind.__subclasses__() for d in (sub, *_descendants(sub))]
+
+
+# each code's error class (RetryLater's kinds are a level further down)
+ERROR_KINDS = {kind.code: kind for kind in _descendants(SegmentationError) if "code" in vars(kind)}

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from segmentation.errors import (
+    ERROR_KINDS,
     ErrorCode,
+    RateLimited,
     ResourceExhausted,
-    SegmentationError,
     ServerBusy,
     SessionNotFound,
     TooManySessions,
@@ -56,7 +57,12 @@ def test_annotations_keep_the_objects_with_a_pixel_in_the_annotation_file_s_shap
     assert annotations.frames[0].objects == (ObjectMask(7, {"size": [1, 2], "counts": "02"}),)
 
 
-@pytest.mark.parametrize("kind", SegmentationError.__subclasses__())
+def test_every_code_has_its_error():
+    assert sorted(ERROR_KINDS) == sorted(ErrorCode)
+    assert all(kind.code == code for code, kind in ERROR_KINDS.items())
+
+
+@pytest.mark.parametrize("kind", ERROR_KINDS.values())
 def test_every_api_error_comes_back_as_itself(kind):
     decoded = error_from_message(kind("what went wrong").as_message())
 
@@ -64,7 +70,7 @@ def test_every_api_error_comes_back_as_itself(kind):
     assert decoded.message == "what went wrong"
 
 
-@pytest.mark.parametrize("kind", [ResourceExhausted, ServerBusy])
+@pytest.mark.parametrize("kind", [ResourceExhausted, RateLimited, ServerBusy])
 def test_an_error_that_says_when_to_come_back_says_it_through_a_worker(kind):
     decoded = error_from_message(kind("spent", retry_after=12.5).as_message())
 
@@ -94,6 +100,7 @@ def test_each_code_carries_the_status_a_plain_endpoint_answers_with():
         "TOO_MANY_CLIENT_SESSIONS": 429,
         "RESOURCE_EXHAUSTED": 429,
         "RATE_LIMITED": 429,
+        "QUERY_TOO_COMPLEX": 400,
         "SERVER_BUSY": 503,
         "STORAGE_FULL": 507,
     }

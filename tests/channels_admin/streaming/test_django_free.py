@@ -53,5 +53,6 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.subscription",
         "channels_admin.streaming.ts",
         "channels_admin.streaming.ts_scan",
+        "channels_admin.streaming.upstream_addresses",
     ]
     assert json.loads(probe.stdout) == {name: [] for name in names}
