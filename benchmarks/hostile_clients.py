@@ -35,7 +35,8 @@ channel (``hostile_viewers.live_channel``), one attack after the other:
 - ``export``: 70 MB of ``{}`` (within the server's body cap) posted to ``coco.json``,
   ``yolo.zip`` and ``masks.zip`` at once, again and again for 8 s, honouring nothing;
 - ``hangup``: a valid file at the default ``MAX_ANNOTATIONS_MB`` (8) of masks of isolated
-  pixels (the dearest to convert) posted to the three exports at once, each hung up after 4 s.
+  pixels (the dearest to convert) posted to the three exports at once, each hung up after 4 s
+  (``--hangup-sec``).
 
 Beside them, all along, the honest side: a click (``addPoints`` of one point on frame 0 of a
 session of its own, from an address of its own, 0.5 s apart), ``GET /healthz`` and a ``/ts``
@@ -611,9 +612,9 @@ def isolated_pixels_file() -> bytes:
     return json.dumps({"video": "gallery/default.mp4", "frames": frames}).encode()
 
 
-def hangup_attack(server: Served) -> dict:
+def hangup_attack(server: Served, hangup_sec: float = HANGUP_SEC) -> dict:
     """The file of isolated pixels posted to each export at once, each hung up after
-    HANGUP_SEC (or answered before)."""
+    ``hangup_sec`` (or answered before)."""
     body = isolated_pixels_file()
     host, port = urlsplit(server.base_url).netloc.split(":")
     answers: dict[str, str] = {}
@@ -625,7 +626,7 @@ def hangup_attack(server: Served) -> dict:
                 f"\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
             )
             connection.sendall(head.encode() + body)
-            connection.settimeout(HANGUP_SEC)
+            connection.settimeout(hangup_sec)
             try:
                 answer = connection.recv(4096)
                 answers[path] = answer.split(b"\r\n", 1)[0].decode(errors="replace")
@@ -665,7 +666,7 @@ def calm_phase(honest: Honest, title: str) -> tuple[dict[str, float], float]:
     return calm, rate
 
 
-def attack_phases(kinds: list[str], dump: Path | None) -> list[dict]:
+def attack_phases(kinds: list[str], options: argparse.Namespace) -> list[dict]:
     with live_channel() as server:
         if "login" in kinds:
             staff_user_create(server)
@@ -676,7 +677,10 @@ def attack_phases(kinds: list[str], dump: Path | None) -> list[dict]:
             rows = []
             for kind in kinds:
                 begin = time.monotonic()
-                got = ATTACK_FUNCTIONS[kind](server)
+                if kind == "hangup":
+                    got = hangup_attack(server, options.hangup_sec)
+                else:
+                    got = ATTACK_FUNCTIONS[kind](server)
                 end = time.monotonic()
                 time.sleep(AFTER_SEC)
                 during = honest.medians(begin, end)
@@ -703,9 +707,9 @@ def attack_phases(kinds: list[str], dump: Path | None) -> list[dict]:
             calm_phase(honest, "calm again, after the attacks")
         finally:
             honest.close()
-            if dump is not None:
+            if options.dump is not None:
                 samples = [sample._asdict() for sample in honest.samples]
-                dump.write_text(json.dumps({"samples": samples, "usage": honest.usage}))
+                options.dump.write_text(json.dumps({"samples": samples, "usage": honest.usage}))
         log = (server.var_dir / "daphne.log").read_text(errors="replace")
         print(
             {
@@ -750,6 +754,7 @@ def main() -> None:
     parser.add_argument("--hostile", type=int, default=8)
     parser.add_argument("--clicks", type=int, default=30)
     parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--hangup-sec", type=float, default=HANGUP_SEC)
     parser.add_argument("--dump", type=Path, help="a JSON file for the honest side's samples")
     options = parser.parse_args()
     kinds = options.kinds.split(",")
@@ -762,7 +767,7 @@ def main() -> None:
             engine_phases(server.base_url, server.pid, engine, options)
     attacks = [kind for kind in kinds if kind in ATTACKS]
     if attacks:
-        rows = attack_phases(attacks, options.dump)
+        rows = attack_phases(attacks, options)
         print(table(rows))
 
 
