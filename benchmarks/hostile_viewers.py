@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,14 +38,14 @@ sys.path.insert(0, str(ROOT))
 import requests  # noqa: E402
 
 from benchmarks.fanout import cpu_seconds, rss_mb  # noqa: E402
-from benchmarks.local_server import served  # noqa: E402
+from benchmarks.local_server import Served, served  # noqa: E402
 
 WATCH_SEC = 2.0
 
 
-def watch(host: str, port: int) -> tuple[float, float] | None:
-    """Time to the first byte and the rate (Mbit/s) of one viewer over WATCH_SEC; None when
-    refused."""
+def watch(host: str, port: int, seconds: float = WATCH_SEC) -> tuple[float, float] | None:
+    """Time to the first byte and the rate (Mbit/s) of one viewer over ``seconds`` (0: the
+    first read alone); None when refused."""
     connection = http.client.HTTPConnection(host, port, timeout=10)
     started = time.monotonic()
     connection.request("GET", "/ts")
@@ -56,10 +57,10 @@ def watch(host: str, port: int) -> tuple[float, float] | None:
     first = response.read1(65536)
     first_at = time.monotonic()
     got = len(first)
-    while time.monotonic() - first_at < WATCH_SEC:
+    while time.monotonic() - first_at < seconds:
         got += len(response.read1(65536))
     connection.close()
-    return first_at - started, got * 8 / (time.monotonic() - first_at) / 1e6
+    return first_at - started, got * 8 / max(time.monotonic() - first_at, 1e-6) / 1e6
 
 
 def admitted(host: str, port: int, count: int) -> int:
@@ -132,13 +133,10 @@ def phase(name: str, base_url: str, pid: int, args: argparse.Namespace, attack) 
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--resets", type=int, default=200)
-    parser.add_argument("--stalled", type=int, default=8)
-    parser.add_argument("--honest", type=int, default=30)
-    parser.add_argument("--samples", type=int, default=5)
-    args = parser.parse_args()
+@contextlib.contextmanager
+def live_channel(**env_overrides: str) -> Iterator[Served]:
+    """The real server (default settings but ``env_overrides``) relaying one upstream at 4
+    Mbit/s (benchmarks/ts_upstream.py, on loopback) as its active channel."""
     with tempfile.TemporaryDirectory() as work:
         port_file = Path(work) / "upstream.port"
         upstream = subprocess.Popen(  # noqa: S603 (our own interpreter and script)
@@ -154,30 +152,41 @@ def main() -> None:
                 f'#EXTM3U\n#EXTINF:-1 tvg-id="live",Live\n'
                 f"http://127.0.0.1:{port_file.read_text()}/live.ts\n"
             )
-            with served(CHANNELS_PLAYLIST_PATH=str(playlist)) as server:
+            with served(CHANNELS_PLAYLIST_PATH=str(playlist), **env_overrides) as server:
                 selected = requests.post(
                     f"{server.base_url}/api/admin/channel", json={"channel_id": "live"}, timeout=10
                 )
                 selected.raise_for_status()
                 time.sleep(2)
-
-                def resets(host: str, port: int) -> list[socket.socket]:
-                    burst = threading.Thread(target=reset_burst, args=(host, port, args.resets))
-                    burst.start()  # while the honest viewer watches
-                    return []
-
-                def stalled(host: str, port: int) -> list[socket.socket]:
-                    readers = stalled_readers(host, port, args.stalled)
-                    time.sleep(3)  # their sockets back up
-                    return readers
-
-                for name, attack in (("calm", None), ("resets", resets), ("stalled", stalled)):
-                    print(phase(name, server.base_url, server.pid, args, attack), flush=True)
-                log = (server.var_dir / "daphne.log").read_text(errors="replace")
-                print({"tracebacks": log.count("Traceback")})
+                yield server
         finally:
             upstream.terminate()
             upstream.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--resets", type=int, default=200)
+    parser.add_argument("--stalled", type=int, default=8)
+    parser.add_argument("--honest", type=int, default=30)
+    parser.add_argument("--samples", type=int, default=5)
+    args = parser.parse_args()
+    with live_channel() as server:
+
+        def resets(host: str, port: int) -> list[socket.socket]:
+            burst = threading.Thread(target=reset_burst, args=(host, port, args.resets))
+            burst.start()  # while the honest viewer watches
+            return []
+
+        def stalled(host: str, port: int) -> list[socket.socket]:
+            readers = stalled_readers(host, port, args.stalled)
+            time.sleep(3)  # their sockets back up
+            return readers
+
+        for name, attack in (("calm", None), ("resets", resets), ("stalled", stalled)):
+            print(phase(name, server.base_url, server.pid, args, attack), flush=True)
+        log = (server.var_dir / "daphne.log").read_text(errors="replace")
+        print({"tracebacks": log.count("Traceback")})
 
 
 if __name__ == "__main__":
