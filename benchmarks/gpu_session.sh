@@ -96,8 +96,7 @@ check)
         --passes 2 --timeout 90
     ;;
 table)
-    tests &
-    wait
+    tests
     table table-3 320 --sizes tiny,edgetam,small,base_plus,large --objects 3 --seconds 4 \
         --passes 2 --timeout 60
     # device memory over a minute of video (1,440 frames), sampled every 240
