@@ -12,7 +12,7 @@
 #
 #   bash benchmarks/gpu_session.sh check      # tests, parity, host time, 1-object table (4.6 min)
 #   bash benchmarks/gpu_session.sh table      # tests, 3-object table, a minute of video (~9 min)
-#   bash benchmarks/gpu_session.sh compiled   # SAM2_COMPILE cells, tiny and EdgeTAM (not yet run)
+#   bash benchmarks/gpu_session.sh compiled   # SAM2_COMPILE cells, a first pass profiled (not yet run)
 #
 # (2026-11-26, an H100: the machine started in about 30 s; the tests took 207 s on its CPU
 # and GPU, the table's cells 15-25 s each.)
@@ -114,5 +114,8 @@ compiled)
     wait
     table table-compiled 200 --sizes tiny,edgetam --objects 1,3 --impls ours --seconds 4 \
         --passes 2 --compile --timeout 90
+    # where a first pass through the frames goes (three objects: the slowest first pass)
+    step profile 90 python3 benchmarks/sam2_speed.py --size tiny --objects 3 --device cuda \
+        --seconds 2 --passes 1 --profile "$WORK/first-pass-profile.txt" --profile-first
     ;;
 esac
