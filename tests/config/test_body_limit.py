@@ -268,7 +268,7 @@ def test_an_annotation_body_without_a_length_is_cut_past_its_cap(default_server:
 
 
 def test_an_annotation_file_at_its_cap_reaches_the_view(default_server: str) -> None:
-    # given 8 MB, an empty object padded with spaces: past the server's cap only by its view's
+    # given exactly 8 MB: an empty object padded with spaces
     body = b"{}" + b" " * (8 * 2**20 - 2)
 
     response = requests.post(
