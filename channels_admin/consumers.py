@@ -22,7 +22,6 @@ from channels_admin.services.status import STATUS_GROUP
 from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
 from config.client_address import address_of
 from core.backpressure import WriteGate
-from core.message_budget import MessageBudgetMixin
 
 logger = logging.getLogger(__name__)
 
@@ -268,12 +267,13 @@ class HlsSegmentConsumer(HlsConsumer):
         return 200, SEGMENT_HEADERS, data
 
 
-class StatusConsumer(MessageBudgetMixin, AsyncJsonWebsocketConsumer):
+class StatusConsumer(AsyncJsonWebsocketConsumer):
     """``ws /ws/tv/status``: the stream status, pushed on every change; read-only.
 
     A client may send ``{"type": "refresh"}`` to get the status (with the current channel's
     playlist details) again; the viewer page does so hourly. Past ``WEBSOCKET_MESSAGE_BUDGET``
-    the connection is closed with 1008."""
+    the server closes the connection with 1008 before the message reaches this consumer
+    (``config/websocket_close.py``)."""
 
     async def connect(self) -> None:
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)

@@ -1,4 +1,4 @@
-"""A cap on request bodies, enforced while they arrive.
+"""A cap on request bodies, by path, enforced while they arrive.
 
 Django reads a whole body (into a temporary file) before any view runs, so a view cannot refuse
 an upload that is too large until all of it has arrived. The cap therefore sits in front of
@@ -10,18 +10,27 @@ Django, in two places that give the same answer:
 - ``config/server.py``, for daphne, which receives a whole body before the application sees any
   of it: there the cap sits in daphne's request class, inside the server.
 
-The refusal is a GraphQL-shaped error (uploads come through the GraphQL endpoint) carrying the
-CORS headers django-cors-headers would give, so that a cross-origin page can read it.
+The cap depends on the path (:func:`body_cap`, the one table): the annotation endpoints (the
+exports and the import) take at most ``MAX_ANNOTATIONS_MB``, everything else the upload limit,
+``MAX_UPLOAD_MB`` and a form's other fields. With the upload limit everywhere, 70 MB posted to an
+export arrived whole before the view refused it (36 such posts held ``/healthz`` at 13x, issue
+47). The refusal is the path's own error: a GraphQL-shaped error for uploads (they come through
+the GraphQL endpoint), the segmentation views' JSON error for the annotation endpoints, both
+with the code ``UPLOAD_TOO_LARGE`` and the CORS headers django-cors-headers would give, so that a
+cross-origin page can read it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from corsheaders.middleware import CorsMiddleware
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from segmentation.annotation_json import annotations_too_large
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -33,17 +42,32 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 FORM_OVERHEAD = 64 * 1024
 
 
-def body_cap() -> int:
-    """The largest request body accepted, in bytes: the upload limit and a form's other fields."""
+# The paths whose body is an annotation file (segmentation/urls.py): the exports and the import.
+ANNOTATION_PATHS = re.compile(
+    r"/annotations/(?:coco\.json|yolo\.zip|masks\.zip)|/sessions/[^/]+/annotations"
+)
+
+
+def body_cap(path: str) -> int:
+    """The largest request body accepted at ``path``, in bytes: an annotation file's limit at
+    the annotation endpoints, elsewhere the upload limit and a form's other fields."""
+    if ANNOTATION_PATHS.fullmatch(path):
+        return settings.MAX_ANNOTATIONS_BYTES
     return settings.MAX_UPLOAD_BYTES + FORM_OVERHEAD
 
 
-def body_refusal(*, method: str, path: str, headers: Iterable[tuple[bytes, bytes]]) -> HttpResponse:
-    """The answer to a request whose body is over the cap: 413, a GraphQL error with the code
-    ``UPLOAD_TOO_LARGE``, the CORS headers for the request's origin, and the connection closed."""
-    megabytes = settings.MAX_UPLOAD_BYTES // (1024 * 1024)
-    response = JsonResponse(
-        {
+def body_refusal(
+    *, method: str, path: str, headers: Iterable[tuple[bytes, bytes]], size: int
+) -> HttpResponse:
+    """The answer to a request whose body, ``size`` bytes (declared, or received so far), is
+    over its path's cap: 413 with the code ``UPLOAD_TOO_LARGE`` in the path's own error format,
+    the CORS headers for the request's origin, and the connection closed."""
+    if ANNOTATION_PATHS.fullmatch(path):
+        error = annotations_too_large(size=size, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
+        content: dict[str, Any] = {"error": error.message, "code": error.code.value}
+    else:
+        megabytes = settings.MAX_UPLOAD_BYTES // (1024 * 1024)
+        content = {
             "data": None,
             "errors": [
                 {
@@ -51,9 +75,8 @@ def body_refusal(*, method: str, path: str, headers: Iterable[tuple[bytes, bytes
                     "extensions": {"code": "UPLOAD_TOO_LARGE"},
                 }
             ],
-        },
-        status=413,
-    )
+        }
+    response = JsonResponse(content, status=413)
     response["Connection"] = "close"
     return with_cors(response, method=method, path=path, headers=headers)
 
@@ -97,10 +120,10 @@ class RequestBodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = body_cap()
+        limit = body_cap(scope["path"])
         declared = dict(scope.get("headers", [])).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            await self._refuse(scope, send)
+            await self._refuse(scope, send, size=int(declared))
             return
         received = 0
         started = False
@@ -111,7 +134,7 @@ class RequestBodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise _TooLarge
+                    raise _TooLarge(received)
             return message
 
         async def tracked_send(message: Message) -> None:
@@ -121,12 +144,12 @@ class RequestBodyLimit:
 
         try:
             await self.app(scope, limited_receive, tracked_send)
-        except _TooLarge:
+        except _TooLarge as too_large:
             if not started:
-                await self._refuse(scope, send)
+                await self._refuse(scope, send, size=too_large.args[0])
 
-    async def _refuse(self, scope: Scope, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send, *, size: int) -> None:
         response = body_refusal(
-            method=scope["method"], path=scope["path"], headers=scope.get("headers", [])
+            method=scope["method"], path=scope["path"], headers=scope.get("headers", []), size=size
         )
         await response_send(response, send)

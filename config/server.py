@@ -2,10 +2,10 @@
 
 daphne (Twisted) receives a whole request body, into memory or a temporary file, before the
 application sees any of it, so no code in the application can stop an oversized upload until
-all of it has arrived. Here the cap (:func:`config.body_limit.body_cap`) sits in daphne's request
-class instead: a declared ``Content-Length`` over it is answered as soon as the headers are in
-(and no ``100 Continue`` is sent), a body without one as soon as it grows past it. Nothing beyond
-the cap is kept.
+all of it has arrived. Here the cap (:func:`config.body_limit.body_cap`, by the request's path)
+sits in daphne's request class instead: a declared ``Content-Length`` over it is answered as soon
+as the headers are in (and no ``100 Continue`` is sent), a body without one as soon as it grows
+past it. Nothing beyond the cap is kept.
 
 A body the cap admits is kept in its file (a temporary file past 100 KB) until the application
 reads it, a piece at a time (:class:`BodyQueue`); Twisted's own parsing of form bodies, which
@@ -73,6 +73,7 @@ class CappedRequest(WebRequest):
 
     _received = 0
     _refused = False
+    _cap = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Twisted would parse a form's whole body in memory, in the event loop, for request.args
@@ -80,8 +81,10 @@ class CappedRequest(WebRequest):
         super().__init__(*args, parsePOSTFormSubmission=False, **kwargs)
 
     def gotLength(self, length: int | None) -> None:
-        if length is not None and length > self.channel.factory.body_cap:
-            self._refuse()
+        # the head is in, none of the body: the request line names the path, and so the cap
+        self._cap = body_cap(self._request_path())
+        if length is not None and length > self._cap:
+            self._refuse(size=length)
         else:
             super().gotLength(length)
 
@@ -89,10 +92,15 @@ class CappedRequest(WebRequest):
         if self._refused:
             return
         self._received += len(data)
-        if self._received > self.channel.factory.body_cap:
-            self._refuse()
+        if self._received > self._cap:
+            self._refuse(size=self._received)
         else:
             super().handleContentChunk(data)
+
+    def _request_path(self) -> str:
+        """The path of the request line, parsed by the channel but not yet handed to the request
+        (that happens once the body is in)."""
+        return getattr(self.channel, "_path", b"/").split(b"?", 1)[0].decode("latin-1")
 
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
         if self._refused:
@@ -101,7 +109,7 @@ class CappedRequest(WebRequest):
         else:
             super().requestReceived(command, path, version)
 
-    def _refuse(self) -> None:
+    def _refuse(self, *, size: int) -> None:
         self._refused = True
         if getattr(self, "content", None) is not None:
             self.content.close()
@@ -109,16 +117,14 @@ class CappedRequest(WebRequest):
         # The answer goes out now; asking the client for its body would contradict it.
         self.requestHeaders.removeHeader(b"expect")
         channel = self.channel
-        # The request line is parsed but not yet handed to the request (that happens once the
-        # body is in); the path decides whether CORS headers apply.
         method = getattr(channel, "_command", b"POST").decode("latin-1")
-        path = getattr(channel, "_path", b"/").split(b"?", 1)[0].decode("latin-1")
+        path = self._request_path()
         headers = [
             (name, value)
             for name, values in self.requestHeaders.getAllRawHeaders()
             for value in values
         ]
-        response = body_refusal(method=method, path=path, headers=headers)
+        response = body_refusal(method=method, path=path, headers=headers, size=size)
         channel.persistent = False
         transport = channel.transport
         transport.write(
@@ -416,7 +422,6 @@ class BodyOnDemandServer(daphne.server.Server):
 class CappedHTTPFactory(HTTPFactory):
     def __init__(self, server: Any) -> None:
         super().__init__(server)
-        self.body_cap = body_cap()
         self.head_timeout = settings.SERVER_HEAD_TIMEOUT_SEC
         self.body_idle = settings.SERVER_BODY_IDLE_SEC
         self.body_min_rate = settings.SERVER_BODY_MIN_RATE

@@ -158,8 +158,9 @@ GRAPHQL_MAX_COST = env_int("GRAPHQL_MAX_COST", 100, minimum=1)
 # that uploads a video or annotations.
 RATE_LIMIT_COST = env_rate("RATE_LIMIT_COST", "3000/m")
 RATE_LIMIT_UPLOADS = env_rate("RATE_LIMIT_UPLOADS", "60/h")
-# Messages one WebSocket connection may send (core/message_budget.py): a bucket of count,
-# refilled at count per period; past it the connection is closed with 1008. Empty or 0: none.
+# Messages one WebSocket connection may send (taken by config/websocket_close.py): a bucket of
+# count, refilled at count per period; past it the connection is closed with 1008. Empty or 0:
+# none.
 WEBSOCKET_MESSAGE_BUDGET = env_rate("WEBSOCKET_MESSAGE_BUDGET", "10/m")
 
 GRAPHENE = {

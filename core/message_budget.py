@@ -1,17 +1,18 @@
-"""A per-connection budget of WebSocket messages: a token bucket each message takes from, and a
-consumer mixin that closes the connection with 1008 (policy violation) once it is spent.
+"""A per-connection budget of WebSocket messages: a token bucket each message takes from.
 
 Without one, a client could send messages as fast as its socket allows, and each cost the
 server a handler's work: three connections sending ``{"type": "refresh"}`` to the status feed
-held every other request of the process back by 24 s (issue 47). The budget is taken before a
-message is decoded, so a flood costs the server a few microseconds a message until the close.
+held every other request of the process back by 24 s (issue 47). The server takes the budget
+(``config/websocket_close.py``) as each frame is decoded, before the application sees it: taken
+in the consumer, behind daphne's queue of decoded frames, the close waited behind the backlog
+of a fast flood, which was never closed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from django.conf import settings
 
@@ -45,24 +46,7 @@ class TokenBucket:
         return True
 
 
-class MessageBudgetMixin:
-    """For a Channels WebSocket consumer (put it first among the bases): each message the client
-    sends takes a token of ``WEBSOCKET_MESSAGE_BUDGET`` (``None``: no budget); the first past
-    it closes the connection with :data:`POLICY_VIOLATION`, and the messages still arriving
-    before the close are dropped unread."""
-
-    _message_budget: TokenBucket | None = None
-    _over_budget = False
-
-    async def websocket_receive(self, message: dict[str, Any]) -> None:
-        if self._over_budget:
-            return
-        rate = settings.WEBSOCKET_MESSAGE_BUDGET
-        if rate is not None:
-            if self._message_budget is None:
-                self._message_budget = TokenBucket(rate)
-            if not self._message_budget.take():
-                self._over_budget = True
-                await self.close(code=POLICY_VIOLATION)  # type: ignore[attr-defined]
-                return
-        await super().websocket_receive(message)  # type: ignore[misc]
+def message_budget() -> TokenBucket | None:
+    """A new connection's budget, ``WEBSOCKET_MESSAGE_BUDGET``; ``None`` when there is none."""
+    rate = settings.WEBSOCKET_MESSAGE_BUDGET
+    return None if rate is None else TokenBucket(rate)

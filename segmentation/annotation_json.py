@@ -50,16 +50,24 @@ def annotations_bound(body: bytes, *, max_bytes: int, label: str = "the annotati
     """What :func:`annotations_parse` checks before it parses, in time linear in ``body`` at C
     speed (a refusal costs next to nothing)."""
     if len(body) > max_bytes:
-        raise UploadTooLarge(
-            f"{label} is {_megabytes(len(body))}, over the limit of {_megabytes(max_bytes)} "
-            "(MAX_ANNOTATIONS_MB)"
-        )
+        raise annotations_too_large(size=len(body), max_bytes=max_bytes, label=label)
     values = 1 + body.count(b",") + body.count(b"{") + body.count(b"[")
     if values > MAX_VALUES:
         raise BadUserInput(
             f"{label} holds up to {values} JSON values; an annotation file holds at most "
             f"{MAX_VALUES}"
         )
+
+
+def annotations_too_large(
+    *, size: int, max_bytes: int, label: str = "the annotation file"
+) -> UploadTooLarge:
+    """The refusal of an annotation file of ``size`` bytes, over ``max_bytes``: here, and at the
+    server when the file is longer than its path's body cap (``config/body_limit.py``)."""
+    return UploadTooLarge(
+        f"{label} is {_megabytes(size)}, over the limit of {_megabytes(max_bytes)} "
+        "(MAX_ANNOTATIONS_MB)"
+    )
 
 
 def _megabytes(size: int) -> str:

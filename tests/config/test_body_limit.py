@@ -211,3 +211,106 @@ async def test_the_admin_api_refusal_carries_no_cors_headers(settings) -> None:
 
     assert sent[0]["status"] == 413
     assert not [name for name, _ in sent[0]["headers"] if name.startswith(b"access-control")]
+
+
+# The cap by path: the annotation endpoints take an annotation file (MAX_ANNOTATIONS_MB, 8), the
+# rest the upload limit (MAX_UPLOAD_MB, 70, and the form's other fields).
+
+ANNOTATION_ENDPOINTS = [
+    "/annotations/coco.json",
+    "/annotations/yolo.zip",
+    "/annotations/masks.zip",
+    "/sessions/abc123/annotations",
+]
+
+
+@pytest.fixture(scope="module")
+def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_server(tmp_path_factory.mktemp("body-limit-default-var")) as url:
+        yield url
+
+
+@pytest.mark.parametrize("path", ANNOTATION_ENDPOINTS)
+def test_an_annotation_endpoint_refuses_70_mb_at_the_head(default_server: str, path: str) -> None:
+    # given a client that declares 70 MB (under the upload limit) and sends none of it
+    with connect(default_server) as sock:
+        sock.sendall(
+            b"POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (path.encode(), 70 * 2**20)
+        )
+        # when it reads
+        status, headers, body = read_response(sock)
+
+    # then the refusal is the segmentation views' own, before a byte of the body
+    assert status == "HTTP/1.1 413 Request Entity Too Large"
+    assert json.loads(body) == {
+        "error": "the annotation file is 70.0 MB, over the limit of 8.0 MB (MAX_ANNOTATIONS_MB)",
+        "code": "UPLOAD_TOO_LARGE",
+    }
+    assert headers["connection"] == "close"
+
+
+def test_an_annotation_body_without_a_length_is_cut_past_its_cap(default_server: str) -> None:
+    piece = b" " * 65536
+    with connect(default_server) as sock:
+        sock.sendall(
+            b"POST /annotations/coco.json HTTP/1.1\r\nHost: localhost\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        for _ in range(8 * 2**20 // len(piece) + 1):  # just past 8 MB
+            sock.sendall(chunk(piece))
+        status, _, body = read_response(sock)
+
+    assert (status, json.loads(body)["code"]) == (
+        "HTTP/1.1 413 Request Entity Too Large",
+        "UPLOAD_TOO_LARGE",
+    )
+
+
+def test_an_annotation_file_at_its_cap_reaches_the_view(default_server: str) -> None:
+    # given exactly 8 MB: an empty object padded with spaces
+    body = b"{}" + b" " * (8 * 2**20 - 2)
+
+    response = requests.post(
+        f"{default_server}/annotations/coco.json",
+        data=body,
+        headers={"Content-Type": "application/json", "X-Forwarded-For": "192.0.2.40"},
+        timeout=60,
+    )
+
+    # then the view read and checked it (no annotation file), rather than the server refusing it
+    assert response.status_code == 400
+    assert response.json()["code"] == "BAD_USER_INPUT"
+
+
+def test_an_upload_over_the_annotation_cap_is_still_let_in(default_server: str) -> None:
+    # given a GraphQL upload declaring 69 MB, within MAX_UPLOAD_MB, that waits for 100 Continue
+    with connect(default_server) as sock:
+        sock.sendall(
+            b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % (69 * 2**20)
+        )
+        answer = sock.recv(65536)
+
+    # then the server asks for the body
+    assert answer.startswith(b"HTTP/1.1 100 Continue\r\n")
+
+
+async def test_middleware_caps_an_annotation_endpoint_at_the_annotation_limit(settings) -> None:
+    settings.MAX_UPLOAD_BYTES = 1024 * 1024
+    settings.MAX_ANNOTATIONS_BYTES = 1000
+    inner = Recorder()
+
+    sent, _ = await call(
+        RequestBodyLimit(inner),
+        headers=[(b"content-length", b"1001")],
+        parts=[b"x"],
+        path="/sessions/abc123/annotations",
+    )
+
+    assert inner.called is False
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"]) == {
+        "error": "the annotation file is 0.0 MB, over the limit of 0.0 MB (MAX_ANNOTATIONS_MB)",
+        "code": "UPLOAD_TOO_LARGE",
+    }
