@@ -3,9 +3,11 @@
 A counts string is read with numpy, every character at once, rather than a run at a time:
 a mask of isolated pixels has hundreds of thousands of runs, which a Python loop took 90 ms
 to read, holding the interpreter lock (docs/reliability.md, defect 4). pycocotools' own reader
-(``decode``) checks nothing: a number of more than 12 characters shifts past its 64 bits, a
-negative run wraps, and runs past the size are written past the mask. So the runs are read and
-checked here, and the mask is drawn from them here too.
+(``rleFrString``, behind ``decode``) checks nothing: it shifts each character into a C ``int``
+(a number of over 6 characters overflows it), keeps the runs unsigned (a negative one wraps),
+reads on past the end of a string that ends inside a number, and ``rleDecode`` writes runs past
+the size past the mask. So the runs are read and checked here, and the mask is drawn from them
+here too.
 """
 
 from __future__ import annotations
