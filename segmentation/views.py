@@ -12,6 +12,9 @@ propagation stream and mask exports.
   ``cancelPropagateInVideo``.
 - ``POST /sessions/<id>/annotations``: an annotation file's work given to a session (the
   annotator's Import), beside GraphQL because the SAM 2 schema is fixed.
+- The exports and the import check the file, then convert or import it, in a thread of their
+  own (``core/threads.py``'s ``call_in_thread``): a client that hangs up stops it at its next
+  mask or frame, without holding the event loop or the thread that runs sync views meanwhile.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import threading
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
@@ -68,7 +72,7 @@ from segmentation.services.sessions import (
     session_engine,
     session_propagation,
 )
-from segmentation.services.uploads import annotations_check, annotations_read
+from segmentation.services.uploads import annotations_check, annotations_read, annotations_video
 from segmentation.services.yolo_polygons import yolo_labels_build
 
 logger = logging.getLogger(__name__)
@@ -225,7 +229,7 @@ async def _converted(
     download. A file over the bounds of ``annotation_json.py`` is refused first; the request is
     charged to the client's cost limit by the file's size and a flat part (capped: see
     ``segmentation/graphql/cost.py``) before it is parsed; the conversion runs in a thread of
-    its own, which stops at its next frame when the client hangs up."""
+    its own, which stops at its next mask or frame when the client hangs up."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
     body = _annotation_body(request)
@@ -237,20 +241,17 @@ async def _converted(
     if refused is not None:
         return refused
     try:
-        data, video = await sync_to_async(_checked)(body)
+        data, video = await sync_to_async(_parsed)(body)
     except SegmentationError as error:
         return _refusal(error)
     stop = threading.Event()
 
     def convert() -> tuple[str, bytes]:
-        try:
-            return build(video=video, data=data, stop=stop)
-        except Stopped:
-            logger.info("%s stopped: the client went away", request.path)
-            raise
+        annotations_check(data, video=video, stop=stop)
+        return build(video=video, data=data, stop=stop)
 
     try:
-        name, content = await call_in_thread(convert, stop=stop, name="export")
+        name, content = await call_in_thread(_stoppable(request, convert), stop=stop, name="export")
     except SegmentationError as error:
         return _refusal(error)
     response = HttpResponse(content, content_type=content_type)
@@ -264,10 +265,28 @@ def _annotation_body(request: HttpRequest) -> bytes:
     return request.read(settings.MAX_ANNOTATIONS_BYTES + 1)
 
 
-def _checked(body: bytes) -> tuple[dict, Video]:
-    """The annotation file, parsed with bounded memory, and the video it is checked against."""
+def _parsed(body: bytes) -> tuple[object, Video]:
+    """The annotation file, parsed with bounded memory, and the video it is of (looked up here,
+    in the thread of sync views: the work's own thread reads no database)."""
     data = annotations_parse(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
-    return data, annotations_check(data)  # a dict, once checked
+    return data, annotations_video(data)
+
+
+Result = TypeVar("Result")
+
+
+def _stoppable(request: HttpRequest, work: Callable[[], Result]) -> Callable[[], Result]:
+    """``work`` as its own thread runs it, saying in the log when it stopped because its
+    client went away."""
+
+    def run() -> Result:
+        try:
+            return work()
+        except Stopped:
+            logger.info("%s stopped: the client went away", request.path)
+            raise
+
+    return run
 
 
 def _charged(request: HttpRequest, *, weight: int) -> JsonResponse | None:
@@ -304,13 +323,15 @@ def annotations_export(request: HttpRequest, session_id: str) -> HttpResponse:
 
 
 @csrf_exempt
-def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
+async def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
     """``POST /sessions/<session_id>/annotations`` with an annotation file of the session's
     video: its clicks and masks become the session's prompts, in place of its own, or with
     ``?append=1`` on top of them. Answers ``{"frames": [{"frame_index", "objects"}]}``, the
     masks of the file's frames. Charged as reading the file, then frame by frame as the
     ``addPoints`` it replays; stopped, keeping what it did, by the client's limit or the
-    session's engine budget (``annotation_imports.py``): 429 with what was imported."""
+    session's engine budget (``annotation_imports.py``): 429 with what was imported. Checked
+    and imported in a thread of its own, which stops at its next mask or frame, keeping the
+    frames imported, when the client hangs up."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
     append = request.GET.get("append", "0")
@@ -321,23 +342,31 @@ def annotations_import(request: HttpRequest, session_id: str) -> HttpResponse:
         annotations_bound(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
     except SegmentationError as error:
         return _refusal(error)
-    refused = _charged(request, weight=file_cost(len(body)))
+    refused = await sync_to_async(_charged)(request, weight=file_cost(len(body)))
     if refused is not None:
         return refused
+    meter = _FrameMeter(
+        CostMeter(address=client_address(request), kind="cost", rate=settings.RATE_LIMIT_COST)
+    )
     try:
-        data = annotations_parse(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
-        annotations = annotations_read(data)
+        data, video = await sync_to_async(_parsed)(body)
+    except SegmentationError as error:
+        return _refusal(error)
+    stop = threading.Event()
+
+    def give() -> list[FrameMasks]:
+        annotations = annotations_read(data, video=video, stop=stop)
         import_prompts_check(annotations, max_cost=settings.GRAPHQL_MAX_COST)
-        frames = session_annotations_import(
+        return session_annotations_import(
             session_id=session_id,
             annotations=annotations,
             append=append == "1",
-            meter=_FrameMeter(
-                CostMeter(
-                    address=client_address(request), kind="cost", rate=settings.RATE_LIMIT_COST
-                )
-            ),
+            meter=meter,
+            stop=stop,
         )
+
+    try:
+        frames = await call_in_thread(_stoppable(request, give), stop=stop, name="import")
     except SegmentationError as error:
         return _refusal(error)
     return JsonResponse(

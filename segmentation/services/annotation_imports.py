@@ -12,13 +12,16 @@ import stops there and keeps the frames it did: :class:`RateLimited` or
 :class:`ResourceExhausted`, whose ``details`` name the ``imported_frames`` and the
 ``remaining_frames`` and give the imported frames' masks. The client sends the remaining frames
 again, on top of what it did (``append``), once ``retry_after`` has passed. A frame that is not
-imported is not charged.
+imported is not charged. A client that hangs up stops it the same way, before its next frame
+(:class:`Stopped`), keeping the frames done: nobody is left to hear what they were.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Protocol
 
+from core.threads import Stopped
 from segmentation.errors import RateLimited, ResourceExhausted, SegmentationError
 from segmentation.services.session_types import Annotations, FrameMasks
 from segmentation.services.sessions import session_host
@@ -38,20 +41,28 @@ class ImportMeter(Protocol):
 
 
 def session_annotations_import(
-    *, session_id: str, annotations: Annotations, append: bool, meter: ImportMeter
+    *,
+    session_id: str,
+    annotations: Annotations,
+    append: bool,
+    meter: ImportMeter,
+    stop: threading.Event | None = None,
 ) -> list[FrameMasks]:
     """Give the session the work of an annotation file of its video (checked:
     ``uploads.annotations_read``), in frame order: in place of its own prompts (cleared with
     the first frame imported, so that an import stopped before it changes nothing), or with
     ``append`` on top of them. The masks of the file's frames, each as its import left it;
     :class:`RateLimited` or :class:`ResourceExhausted` when the client's limit or the session's
-    engine budget stops it (see the module)."""
+    engine budget stops it (see the module); :class:`Stopped` before the next frame once
+    ``stop`` is set."""
     host = session_host()
     frames = sorted(annotations.frames, key=lambda frame: frame.frame_index)
     if not frames and not append:
         host.import_annotations(session_id=session_id, annotations=annotations)  # clears it
     done: list[FrameMasks] = []
     for frame in frames:
+        if stop is not None and stop.is_set():
+            raise Stopped
         wait = meter.take(frame)
         if wait is not None:
             raise _stopped(

@@ -33,6 +33,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 
 from core.malloc import memory_return
+from core.threads import Stopped
 from segmentation.annotation_json import annotations_parse
 from segmentation.engines.base import BOX_LABELS, MAX_POINTS, PromptError, box_check
 from segmentation.errors import BadUserInput, StorageFull, UnsupportedMedia, VideoNotFound
@@ -200,19 +201,35 @@ def annotations_upload(*, file: UploadedFile, deletion_id: DeletionId | None = N
         return Annotation.objects.create(video=video, data=data, deletion_id=deletion_id)
 
 
-def annotations_read(data: object) -> Annotations:
+def annotations_read(
+    data: object, *, video: Video | None = None, stop: threading.Event | None = None
+) -> Annotations:
     """An annotation file's data, checked as :func:`annotations_check` checks it."""
-    annotations_check(data)
+    annotations_check(data, video=video, stop=stop)
     return Annotations.from_message(data)
 
 
-def annotations_check(data: object) -> Video:
-    """The video the annotations are of; :class:`BadUserInput` naming the first fault."""
+def annotations_video(data: object) -> Video:
+    """The video an annotation file is of, the first thing :func:`annotations_check` checks:
+    the one part of it that reads the database."""
     if not isinstance(data, dict) or not isinstance(data.get("video"), str):
         raise BadUserInput('annotations must be {"video": "<path>", "frames": [...]}')
     video = videos_at(path=data["video"]).first()
     if video is None:
         raise VideoNotFound(f"the annotations are of an unknown video {data['video']!r}")
+    return video
+
+
+def annotations_check(
+    data: object, *, video: Video | None = None, stop: threading.Event | None = None
+) -> Video:
+    """The video the annotations are of; :class:`BadUserInput` naming the first fault. Given
+    the ``video`` (:func:`annotations_video` of ``data``), it reads no database, and may run in
+    a thread of its own; it raises :class:`Stopped` between masks once ``stop`` is set (the
+    client went away): a file of 8 MB holds a few dozen masks of isolated pixels, each some
+    milliseconds to read."""
+    if video is None or not isinstance(data, dict):
+        video = annotations_video(data)  # refuses anything but a dict
     frames = data.get("frames")
     if not isinstance(frames, list):
         raise BadUserInput("annotations need a list of frames")
@@ -234,6 +251,8 @@ def annotations_check(data: object) -> Video:
             raise BadUserInput(f"{where}: frame {index} appears twice")
         seen.add(index)
         for number, item in enumerate(frame["objects"]):
+            if stop is not None and stop.is_set():
+                raise Stopped
             _check_object(item, f"{where}.objects[{number}]", video)
     return video
 

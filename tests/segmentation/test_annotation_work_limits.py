@@ -2,8 +2,10 @@
 6, 7 and two of 8): the import charged frame by frame as the clicks it replays, each prompt held
 to one GraphQL request's bounds, stopped by the client's limit or the session's engine budget
 keeping what it did, and continued by an append; the exports charged by size and capped, never
-by frame, bounded before they are parsed, and stopped when their client hangs up; object IDs
-within GraphQL's Int; deep JSON refused with a code and one log line."""
+by frame, bounded before they are parsed; the import and the exports stopped at their next
+frame or mask when their client hangs up, while checking the file as while working on it (the
+frames imported kept); object IDs within GraphQL's Int; deep JSON refused with a code and one
+log line."""
 
 from __future__ import annotations
 
@@ -486,3 +488,107 @@ def test_an_export_stops_when_its_client_hangs_up(budget_server, default_video_v
     before = cpu_seconds(pid)
     time.sleep(2)
     assert cpu_seconds(pid) - before < 0.5
+
+
+@pytest.fixture(scope="module")
+def hangup_server(default_video_var: Path):
+    # the client's limit lifted and the engine budget as it ships (a burst of 30 s), so that
+    # only a hang-up stops an import; files of up to 64 MB, whose check takes seconds
+    with running_server(
+        default_video_var,
+        port=free_port(),
+        log_name="hangup.log",
+        RATE_LIMIT_COST="0",
+        MAX_ANNOTATIONS_MB="64",
+    ) as base_url:
+        yield base_url
+
+
+def hang_up_after(server: str, path: str, body: bytes, seconds: float) -> bytes:
+    """POST ``body`` to ``path``, wait ``seconds`` and hang up: what the server answered by
+    then (nothing, if it was still at work)."""
+    address = urlsplit(server)
+    with socket.create_connection((address.hostname, address.port)) as connection:
+        connection.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
+        connection.settimeout(seconds)
+        try:
+            return connection.recv(4096)
+        except TimeoutError:
+            return b""
+
+
+def wait_stopped(log: Path, path: str, within: float) -> None:
+    """Wait (at most ``within`` seconds) for the log to say ``path`` stopped as its client
+    went away."""
+    deadline = time.monotonic() + within
+    while not log_lines(log, f"{path} stopped: the client went away"):
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.05)
+
+
+def busy_seconds(server: str, over: float = 2) -> float:
+    """The server's CPU seconds over the next ``over`` seconds."""
+    pid = server_pid(server)
+    before = cpu_seconds(pid)
+    time.sleep(over)
+    return cpu_seconds(pid) - before
+
+
+IMPORT_FRAMES = 12
+
+
+def test_an_import_stops_at_its_next_frame_when_its_client_hangs_up_keeping_what_it_did(
+    hangup_server, default_video_var: Path
+):
+    # given a file of 12 frames, each 2 objects of 4 clicks (about a second of the classic
+    # engine's work on this machine)
+    session_id = start(hangup_server)
+    path = f"/sessions/{session_id}/annotations"
+    file = annotation_file(
+        {i: [{"object_id": o, **clicks(4)} for o in (1, 2)] for i in range(IMPORT_FRAMES)}
+    )
+
+    # when its client hangs up 2.5 s after sending it
+    answered = hang_up_after(hangup_server, path, json.dumps(file).encode(), 2.5)
+
+    # then the import stops once the frame it was on is done, and the server goes idle
+    assert answered == b""
+    wait_stopped(default_video_var / "hangup.log", path, within=4)
+    kept = exported(hangup_server, session_id)
+    assert busy_seconds(hangup_server) < 0.5
+    # and the session keeps the frames imported until then, the first of the file's, not all,
+    # and nothing more comes
+    indices = [frame["frame_index"] for frame in kept["frames"]]
+    assert 0 < len(indices) < IMPORT_FRAMES
+    assert indices == list(range(len(indices)))
+    assert [len(frame["objects"]) for frame in kept["frames"]] == [2] * len(indices)
+    assert exported(hangup_server, session_id) == kept
+
+
+def test_a_check_stops_at_its_next_mask_when_its_client_hangs_up(
+    hangup_server, default_video_var: Path
+):
+    # given 288 masks of isolated pixels (59 MB; some milliseconds each to check, seconds in
+    # all), two on each of the video's 144 frames, the last malformed, so that the file is
+    # refused once it is checked to its end
+    mask = isolated_pixels()
+    frames = [
+        {"frame_index": i, "objects": [{"object_id": o, "mask": mask} for o in (1, 2)]}
+        for i in range(144)
+    ]
+    frames[-1]["objects"][1] = {"object_id": 2, "mask": {"size": [HEIGHT, WIDTH], "counts": "9"}}
+    body = json.dumps({"video": VIDEO, "frames": frames}).encode()
+    assert 56 * 2**20 < len(body) < 64 * 2**20
+
+    # when its client hangs up half a second after sending it (the check takes 2.8 s here)
+    answered = hang_up_after(hangup_server, "/annotations/masks.zip", body, 0.5)
+
+    # then the check (still at work: no refusal came) stops within a mask, says so, and the
+    # server goes idle
+    assert answered == b""
+    wait_stopped(default_video_var / "hangup.log", "/annotations/masks.zip", within=3)
+    assert busy_seconds(hangup_server) < 0.5
