@@ -35,6 +35,9 @@ ATTACKERS = 3
 FLOOD_SEC = 3.0  # a bound: each attacker stops by then if the server never closes it
 FLOOD_MESSAGES = 1000  # and after this many
 HONEST_REQUESTS = 20
+# The suite's workers share the cores with the server: a calm median of 5 ms met 11 ms once during
+# a flood that was closed at once. The defect this guards against held /healthz for seconds.
+SLACK_SEC = 0.05
 AFTERMATH_SEC = 2.0
 
 
@@ -158,7 +161,7 @@ def test_a_flood_of_refreshes_leaves_other_requests_within_twice_their_calm_late
     # then: the honest requests kept their pace, and each flood was closed with 1008 as its
     # 11th refresh arrived, past the default budget of 10 (at most those 10 and the status sent
     # on connecting answered)
-    assert during <= 2 * calm, (during, calm, len(latencies))
+    assert during <= 2 * calm + SLACK_SEC, (during, calm, len(latencies))
     assert [(answers <= 11, code) for answers, code in outcomes] == [
         (True, POLICY_VIOLATION)
     ] * ATTACKERS, outcomes
@@ -277,5 +280,5 @@ def test_a_flood_that_never_waits_is_closed_at_once_and_leaves_the_server_idle(s
         (code, closed_at is not None and closed_at < CLOSE_WITHIN_SEC)
         for closed_at, code, _ in outcomes
     ] == [(POLICY_VIOLATION, True)] * ATTACKERS, outcomes
-    assert during <= 2 * calm, (during, calm, len(latencies))
+    assert during <= 2 * calm + SLACK_SEC, (during, calm, len(latencies))
     assert after_idle < 0.1, after_idle
