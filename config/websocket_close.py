@@ -15,6 +15,8 @@ message that finds :data:`MAX_QUEUED` messages the application has not taken yet
 connection with 1008; nothing more reaches the application. The server reads on for
 :data:`AFTER_CLOSE_BYTES` (room for the client's answering close), then stops reading; a client
 that has not completed the close within autobahn's ``closeHandshakeTimeout`` (1 s) is dropped.
+What the application still sends to a connection closed or closing under it is dropped, not
+raised into it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,14 @@ class EndpointCloseProtocol(WebSocketProtocol):
     _budget_read = False
     _refused = False
     _after_close = 0
+
+    def serverSend(self, content: str | bytes, binary: bool = False) -> None:
+        # What the application sends to a connection closed or closing under it (refused, or
+        # its client gone while the application was still connecting) is dropped: autobahn
+        # would raise "Attempt to send on a closed protocol" into the application.
+        if self._refused or self.state in (self.STATE_CLOSING, self.STATE_CLOSED):
+            return
+        super().serverSend(content, binary)
 
     def serverClose(self, code: int | None = None) -> None:
         if code in ENDPOINT_CODES:

@@ -22,10 +22,12 @@ import socket
 import statistics
 import struct
 import time
+from pathlib import Path
 
 import pytest
 import requests
 import websockets
+import websockets.sync.client
 
 from core.message_budget import POLICY_VIOLATION
 from tests.conftest import free_port, running_server, server_pid
@@ -42,9 +44,14 @@ AFTERMATH_SEC = 2.0
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def flood_var(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("flood-var")
+
+
+@pytest.fixture(scope="module")
+def server(flood_var):
     # the default budget (10/m), as a deployment has it; on a port named, to find its process
-    with running_server(tmp_path_factory.mktemp("flood-var"), port=free_port()) as base_url:
+    with running_server(flood_var, port=free_port()) as base_url:
         yield base_url
 
 
@@ -282,3 +289,35 @@ def test_a_flood_that_never_waits_is_closed_at_once_and_leaves_the_server_idle(s
     ] == [(POLICY_VIOLATION, True)] * ATTACKERS, outcomes
     assert during <= 2 * calm + SLACK_SEC, (during, calm, len(latencies))
     assert after_idle < 0.1, after_idle
+
+
+def flood_again(server: str, until: float) -> list[int | None]:
+    """One attacker for as long as ``until`` (monotonic): open a connection, send a burst of
+    refreshes without waiting, read until the server closes it, and again; each close code."""
+    codes: list[int | None] = []
+    while time.monotonic() < until:
+        with websockets.sync.client.connect(feed_url(server), origin=server) as feed:
+            try:
+                for _ in range(200):
+                    feed.send(REFRESH)
+                while True:
+                    feed.recv(timeout=5)
+            except websockets.ConnectionClosed as closed:
+                codes.append(closed.rcvd.code if closed.rcvd else None)
+    return codes
+
+
+def test_connections_closed_under_their_consumer_cost_no_traceback(server, flood_var) -> None:
+    # when: three attackers open connection after connection for 3 s, each flooding at once
+    # (with the server busy, a consumer often sends its first status after the client has
+    # answered the 1008: "Attempt to send on a closed protocol", 80 tracebacks in 4 s before)
+    until = time.monotonic() + 3
+    with concurrent.futures.ThreadPoolExecutor(ATTACKERS) as threads:
+        rounds = list(threads.map(flood_again, [server] * ATTACKERS, [until] * ATTACKERS))
+
+    # then: every connection was closed with 1008, and what a consumer still sent to one
+    # closed under it was dropped, not raised
+    codes = [code for codes in rounds for code in codes]
+    assert len(codes) >= ATTACKERS
+    assert set(codes) == {POLICY_VIOLATION}
+    assert "Traceback" not in (flood_var / "daphne.log").read_text(errors="replace")
