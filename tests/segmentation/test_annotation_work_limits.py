@@ -523,7 +523,9 @@ def hang_up_after(server: str, path: str, body: bytes, seconds: float) -> bytes:
 
 def wait_stopped(log: Path, path: str, within: float) -> None:
     """Wait (at most ``within`` seconds) for the log to say ``path`` stopped as its client
-    went away."""
+    went away. The tests give 10 s, the issue's bound on what may outlast an attack: quiet, the
+    line comes within a second; under the suite's workers a 59 MB file's parse, which comes
+    before the work that stops, once took over 3 s."""
     deadline = time.monotonic() + within
     while not log_lines(log, f"{path} stopped: the client went away"):
         assert time.monotonic() < deadline, log.read_text()[-2000:]
@@ -557,7 +559,7 @@ def test_an_import_stops_at_its_next_frame_when_its_client_hangs_up_keeping_what
 
     # then the import stops once the frame it was on is done, and the server goes idle
     assert answered == b""
-    wait_stopped(default_video_var / "hangup.log", path, within=4)
+    wait_stopped(default_video_var / "hangup.log", path, within=10)
     kept = exported(hangup_server, session_id)
     assert busy_seconds(hangup_server) < 0.5
     # and the session keeps the frames imported until then, the first of the file's, not all,
@@ -590,5 +592,5 @@ def test_a_check_stops_at_its_next_mask_when_its_client_hangs_up(
     # then the check (still at work: no refusal came) stops within a mask, says so, and the
     # server goes idle
     assert answered == b""
-    wait_stopped(default_video_var / "hangup.log", "/annotations/masks.zip", within=3)
+    wait_stopped(default_video_var / "hangup.log", "/annotations/masks.zip", within=10)
     assert busy_seconds(hangup_server) < 0.5
