@@ -58,6 +58,7 @@ CROWD_SETTLE_SECONDS = 10.0
 LATER_WAVE = 100
 CONNECT_BATCH = 100
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+LOOPBACK_UPSTREAMS = "127.0.0.0/8,::1"  # CHANNELS_UPSTREAM_ALLOW for a local upstream
 PROJECT_APP = "config.asgi:application"
 
 
@@ -366,6 +367,8 @@ def bench_environment(prefix: str) -> tuple[Path, dict[str, str]]:
     env = {**os.environ, "VAR_DIR": str(work / "var"), "LOG_LEVEL": "INFO"}
     env.pop("DATABASE_URL", None)
     env.pop("REDIS_URL", None)
+    # the benchmarks' upstreams run on this machine, which the hub refuses by default
+    env.setdefault("CHANNELS_UPSTREAM_ALLOW", LOOPBACK_UPSTREAMS)
     return work, env
 
 

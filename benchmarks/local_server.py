@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+LOOPBACK_UPSTREAMS = "127.0.0.0/8,::1"  # CHANNELS_UPSTREAM_ALLOW for a local upstream
+
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_SEC = 30
 
@@ -48,6 +50,8 @@ def served(*, workers: int = 0, **env_overrides: str) -> Iterator[Served]:
     sessions, found through Redis at ``REDIS_URL`` (default: this machine's)."""
     with tempfile.TemporaryDirectory() as work:
         env = {**os.environ, "VAR_DIR": work, "LOG_LEVEL": "INFO", **env_overrides}
+        # the benchmarks' upstreams run on this machine, which the hub refuses by default
+        env.setdefault("CHANNELS_UPSTREAM_ALLOW", LOOPBACK_UPSTREAMS)
         env.pop("DATABASE_URL", None)
         if workers:
             env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
