@@ -13,6 +13,14 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# Attention to memories, whose count changes from frame to frame (it grows over the first frames
+# of a pass, and with every clicked frame), on a GPU: every fused kernel but cuDNN's, which
+# builds an execution plan on the host for each new length. On an H100 a first pass of SAM 2.1
+# tiny with three objects spent 812 ms of 24 frames' host time there, and ran at 32 frames/s
+# where the second, its plans cached, ran at 50 (docs/benchmarks.md, "SAM 2 on a GPU").
+ANY_LENGTH_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 class MLP(nn.Module):
@@ -143,6 +151,9 @@ class RoPEAttention(Attention):
         q = rotate(q, self.rotation)
         if rotated > 0:
             k = torch.cat([self._keys_rotated(k[:, :, :rotated]), k[:, :, rotated:]], dim=2)
+        if self.repeat_keys and q.is_cuda:
+            with sdpa_kernel(ANY_LENGTH_BACKENDS):
+                return self._attend(q, k, v)
         return self._attend(q, k, v)
 
     def _keys_rotated(self, k: torch.Tensor) -> torch.Tensor:

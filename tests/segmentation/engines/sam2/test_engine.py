@@ -13,6 +13,8 @@ import requests
 
 from config.env import env_named_options
 from segmentation.engines import EngineConfigError, engine_create, engine_options
+from segmentation.engines.base import VideoState
+from segmentation.engines.frames import VideoFileFrames
 from segmentation.engines.sam2.engine import Sam2Engine, model_compile
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
@@ -317,3 +319,44 @@ def test_a_gpu_tracks_as_the_cpu_does(checkpoint: Path, frames) -> None:
         for object_id, mask in masks.items():
             agree = (mask == on_gpu[index][object_id]).mean()
             assert agree >= 0.995, (index, object_id, agree)
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="this machine has no CUDA device")
+def test_the_memory_bank_out_of_reach_goes_to_the_host_and_tracks_as_on_the_device(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    # given a video longer than a memory's reach (16 frames here)
+    video = write_mp4(make_video(frame_count=40), tmp_path / "long.mp4")
+    options = {"checkpoint": str(checkpoint), "device": "cuda", "precision": "float32"}
+    engine = engine_create("sam2", options)
+
+    def tracked(offload: bool) -> tuple[list[dict], VideoState]:
+        state = engine.open(VideoFileFrames(video))
+        state.tracker.offload = offload
+        state.add_points(frame_index=0, object_id=1, points=[[0.3, 0.5]], labels=[1])
+        state.add_points(frame_index=0, object_id=2, points=[[0.7, 0.45]], labels=[1])
+        passes = [dict(state.propagate(start_frame_index=0))]
+        # a correction on a frame whose memories are on the host, then the video again
+        state.add_points(frame_index=3, object_id=1, points=[[0.35, 0.5]], labels=[1])
+        passes.append(dict(state.propagate(start_frame_index=0)))
+        return passes, state
+
+    # when it is tracked with the memory bank moved to the host, and kept on the device
+    (moved_first, moved_again), moved = tracked(offload=True)
+    (kept_first, kept_again), kept = tracked(offload=False)
+
+    # then every frame's masks are the same
+    for moved_pass, kept_pass in ((moved_first, kept_first), (moved_again, kept_again)):
+        assert sorted(moved_pass) == sorted(kept_pass) == list(range(40))
+        for index, masks in kept_pass.items():
+            assert all(np.array_equal(mask, moved_pass[index][k]) for k, mask in masks.items())
+    # and exactly the tracked frames out of reach of the last one are on the host (prompted
+    # frames stay on the device: 0, and 3 for object 1)
+    assert moved.tracker.reach == 16
+    for object_id, track in moved.tracker.tracks.items():
+        on_host = [f for f, out in sorted(track.tracked.items()) if out.memory.device.type == "cpu"]
+        assert on_host == [f for f in range(1, 40 - 16) if f != 3 or object_id == 2]
+    assert all(out.memory.device.type == "cuda" for out in kept.tracker.tracks[1].tracked.values())
+    for state in (moved, kept):
+        state.close()
+        state.frames.close()

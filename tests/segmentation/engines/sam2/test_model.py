@@ -15,6 +15,7 @@ import torch
 
 from segmentation.engines.sam2.checkpoint import CheckpointError, checkpoint_load
 from segmentation.engines.sam2.config import MODEL_SIZES, size_infer
+from segmentation.engines.sam2.layers import RoPEAttention
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.engines.sam2.tracker import Tracker
 from tests.segmentation.engines.sam2.small import SMALL, small_checkpoint, small_model
@@ -275,3 +276,23 @@ def test_objects_batched_or_alone_agree() -> None:
         tracked = [alone.track(frame, reverse=False)[2] for frame in range(3)]
     gaps = [(t - r[2]).abs().max().item() for t, r in zip(tracked, together[1:], strict=True)]
     assert max(gaps) < 1e-4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="this machine has no CUDA device")
+def test_attention_to_memories_on_a_gpu_takes_no_cudnn_kernel() -> None:
+    # given a memory attention layer on a GPU, in bfloat16 (where cuDNN's attention is eligible)
+    layer = RoPEAttention(256, 1, grid=64, kv_in_dim=64, repeat_keys=True).cuda().bfloat16()
+    queries = torch.randn(1, 64 * 64, 256, device="cuda", dtype=torch.bfloat16)
+
+    # when it attends to 1 to 3 memories and 4 object pointers
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        for memories in (1, 2, 3):
+            keys = torch.randn(1, memories * 64 * 64 + 4, 64, device="cuda", dtype=torch.bfloat16)
+            layer(queries, keys, keys, keys_without_rope=4)
+    torch.cuda.synchronize()
+
+    # then it runs a fused kernel each time, never cuDNN's (which plans each new length anew)
+    names = [event.key for event in profile.key_averages()]
+    assert not [name for name in names if "cudnn_attention" in name]
+    fused = [n for n in names if "flash_attention" in n or "efficient_attention" in n]
+    assert fused, names
