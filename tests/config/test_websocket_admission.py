@@ -13,6 +13,7 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -303,3 +304,52 @@ def test_upgrades_that_fail_leave_no_connection_counted_open(server):
     assert [status for status, *_ in held] == [101] * OPEN_CAP
     for _, _, sock, _ in held:
         sock.close()
+
+
+# Each WebSocket the page makes, in window.attempts: when it was made and closed, its close code,
+# whether it opened.
+RECORD_ATTEMPTS = """
+window.attempts = [];
+const Native = window.WebSocket;
+window.WebSocket = class extends Native {
+    constructor(...args) {
+        super(...args);
+        const attempt = { at: performance.now(), opened: false, closed: null, code: null };
+        window.attempts.push(attempt);
+        this.addEventListener("open", () => { attempt.opened = true; });
+        this.addEventListener("close", (event) => {
+            attempt.closed = performance.now();
+            attempt.code = event.code;
+        });
+    }
+};
+"""
+UNREACHABLE = "The server cannot be reached; trying again…"
+WATCH_SEC = 9
+
+
+def test_the_tv_page_refused_at_the_upgrade_tries_again_later_each_time(server, page):
+    # given: the browser's address (the peer's own: it sends no X-Forwarded-For) has spent its
+    # burst
+    for _ in range(BURST):
+        status, _, sock, _ = upgrade(server, None)
+        sock.close()
+        assert status == 101
+
+    # when: the TV page opens, and is refused WATCH_SEC long
+    page.add_init_script(RECORD_ATTEMPTS)
+    page.goto(f"{server}/tv/")
+    page.wait_for_timeout(WATCH_SEC * 1000)
+    attempts = page.evaluate("() => window.attempts.filter((attempt) => attempt.closed)")
+
+    # then: none opened (closed with 1006, the code of a connection that never was); each wait
+    # before the next was at least the one before it, from 0.25-0.5 s doubling (a refusal is
+    # answered a second after it is asked: 4 or 5 attempts in 9 s), and the page says so
+    waits = [later["at"] - earlier["closed"] for earlier, later in itertools.pairwise(attempts)]
+    assert [(attempt["opened"], attempt["code"]) for attempt in attempts] == [(False, 1006)] * len(
+        attempts
+    )
+    assert 4 <= len(attempts) <= 5, attempts
+    assert 250 <= waits[0] <= 550, waits
+    assert all(later >= earlier - 20 for earlier, later in itertools.pairwise(waits)), waits
+    assert page.text_content("#message") == UNREACHABLE
