@@ -25,6 +25,10 @@ Slow clients are timed out (:class:`HeadCappedChannel`): a head must arrive with
 ``SERVER_HEAD_TIMEOUT_SEC``, a body keep a byte every ``SERVER_BODY_IDLE_SEC`` and
 ``SERVER_BODY_MIN_RATE`` bytes a second on average, else 408 and the connection closed.
 
+A request to upgrade to a WebSocket is admitted per client address first
+(:mod:`config.websocket_admission`), before daphne makes a WebSocket of it; past the limits it is
+answered 429.
+
 At start, a server that listens beyond this machine while no ``CHANNELS_ADMIN_TOKEN`` is set
 says so in its log: the channel admin API then answers only staff logins from elsewhere.
 
