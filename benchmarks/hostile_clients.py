@@ -26,7 +26,8 @@ channel (``hostile_viewers.live_channel``), one attack after the other:
 
 - ``sessions``: ``startSession`` back to back for 3 s; then another client opens one;
 - ``websocket``: three connections at a time send ``{"type": "refresh"}`` to
-  ``/ws/tv/status`` as fast as they can, each connecting again when closed, for 8 s;
+  ``/ws/tv/status`` as fast as they can, each connecting again when closed or refused (its
+  upgrade answered 429 past ``WEBSOCKET_CONNECTS_PER_CLIENT``, counted by status), for 8 s;
 - ``login``: 100 wrong passwords for the staff user (made with ``manage.py``) sent to
   ``/admin/login/`` at once; then the right one from another address;
 - ``import``: the finding's file (30 frames x 10 objects, one click each) posted to
@@ -443,39 +444,49 @@ def sessions_attack(server: Served) -> dict:
 async def websocket_flood(base_url: str, address: str) -> dict:
     """WEBSOCKETS connections at a time sending refreshes as fast as each takes them, their
     answers read beside them (so that the server's close is seen), each connecting again once
-    closed, for WEBSOCKET_SEC."""
+    closed, or at once when its upgrade is refused (``Retry-After`` not honoured), for
+    WEBSOCKET_SEC."""
     url = base_url.replace("http", "ws", 1) + "/ws/tv/status"
     deadline = time.monotonic() + WEBSOCKET_SEC
     codes: collections.Counter = collections.Counter()
     counts: collections.Counter = collections.Counter()
+    refused: collections.Counter = collections.Counter()
+
+    async def flood(feed: websockets.ClientConnection) -> None:
+        counts["connections"] += 1
+
+        async def read() -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for _ in feed:
+                    counts["answers"] += 1
+
+        reader = asyncio.create_task(read())
+        with contextlib.suppress(websockets.ConnectionClosed, ConnectionError):
+            while time.monotonic() < deadline and not reader.done():
+                await feed.send(REFRESH)
+                counts["sent"] += 1
+                if counts["sent"] % 20 == 0:
+                    await asyncio.sleep(0)  # let the readers take what came
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reader), 2)
+        reader.cancel()
+        received = feed.protocol.close_rcvd
+        codes["open at the end" if received is None else received.code] += 1
 
     async def one() -> None:
         while time.monotonic() < deadline:
-            async with websockets.connect(
-                url, origin=base_url, additional_headers={"X-Forwarded-For": address}
-            ) as feed:
-                counts["connections"] += 1
-
-                async def read() -> None:
-                    with contextlib.suppress(websockets.ConnectionClosed):
-                        async for _ in feed:
-                            counts["answers"] += 1
-
-                reader = asyncio.create_task(read())
-                with contextlib.suppress(websockets.ConnectionClosed, ConnectionError):
-                    while time.monotonic() < deadline and not reader.done():
-                        await feed.send(REFRESH)
-                        counts["sent"] += 1
-                        if counts["sent"] % 20 == 0:
-                            await asyncio.sleep(0)  # let the readers take what came
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(reader), 2)
-                reader.cancel()
-                received = feed.protocol.close_rcvd
-                codes["open at the end" if received is None else received.code] += 1
+            try:
+                feed = await websockets.connect(
+                    url, origin=base_url, additional_headers={"X-Forwarded-For": address}
+                )
+            except websockets.InvalidStatus as refusal:
+                refused[refusal.response.status_code] += 1
+                continue
+            async with feed:
+                await flood(feed)
 
     await asyncio.gather(*(one() for _ in range(WEBSOCKETS)))
-    return {**counts, "closed with": dict(codes)}
+    return {**counts, "closed with": dict(codes), "refused": dict(refused)}
 
 
 def websocket_attack(server: Served) -> dict:

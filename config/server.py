@@ -25,6 +25,10 @@ Slow clients are timed out (:class:`HeadCappedChannel`): a head must arrive with
 ``SERVER_HEAD_TIMEOUT_SEC``, a body keep a byte every ``SERVER_BODY_IDLE_SEC`` and
 ``SERVER_BODY_MIN_RATE`` bytes a second on average, else 408 and the connection closed.
 
+A request to upgrade to a WebSocket is admitted per client address first
+(:mod:`config.websocket_admission`), before daphne makes a WebSocket of it; past the limits it is
+answered 429.
+
 At start, a server that listens beyond this machine while no ``CHANNELS_ADMIN_TOKEN`` is set
 says so in its log: the channel admin API then answers only staff logins from elsewhere.
 
@@ -57,6 +61,13 @@ from twisted.internet import defer, reactor
 from twisted.web import http
 
 from config.body_limit import body_cap, body_refusal
+from config.websocket_admission import (
+    REFUSAL_DELAY_SEC,
+    is_upgrade,
+    refusal_answer,
+    request_client,
+    websocket_admission,
+)
 from config.websocket_close import EndpointCloseFactory
 
 logger = logging.getLogger(__name__)
@@ -109,6 +120,28 @@ class CappedRequest(WebRequest):
         else:
             super().requestReceived(command, path, version)
 
+    def process(self) -> Any:
+        admission = websocket_admission()
+        if admission is None or not is_upgrade(self):
+            return super().process()
+        client = request_client(self)
+        refusal = admission.admit(client)
+        if refusal is not None:
+            self._refusal = reactor.callLater(
+                REFUSAL_DELAY_SEC, refusal_answer, self, refusal, client=client
+            )
+            return None
+        # daphne builds the connection's WebSocket protocol within this call (the upgrade waits
+        # for nothing), and the factory hands it the client, whose count it ends when it closes
+        factory = self.server.ws_factory
+        factory.upgrading_client = client
+        try:
+            return super().process()
+        finally:
+            if factory.upgrading_client is not None:  # daphne answered the request itself (400)
+                admission.release(client)
+                factory.upgrading_client = None
+
     def _refuse(self, *, size: int) -> None:
         self._refused = True
         if getattr(self, "content", None) is not None:
@@ -150,9 +183,9 @@ class CappedRequest(WebRequest):
         self._linger = reactor.callLater(LINGER_SEC, transport.abortConnection)
 
     def connectionLost(self, reason: Any) -> None:
-        linger = getattr(self, "_linger", None)
-        if linger is not None and linger.active():
-            linger.cancel()
+        for timer in (getattr(self, "_linger", None), getattr(self, "_refusal", None)):
+            if timer is not None and timer.active():
+                timer.cancel()
         super().connectionLost(reason)
 
 

@@ -162,6 +162,11 @@ RATE_LIMIT_UPLOADS = env_rate("RATE_LIMIT_UPLOADS", "60/h")
 # count, refilled at count per period; past it the connection is closed with 1008. Empty or 0:
 # none.
 WEBSOCKET_MESSAGE_BUDGET = env_rate("WEBSOCKET_MESSAGE_BUDGET", "10/m")
+# New WebSocket connections one client address may open (taken by the server at the upgrade,
+# config/websocket_admission.py): a burst of count, earned back at count per period; and how many
+# it may hold open at once. Past either, 429 with Retry-After. Empty or 0: none.
+WEBSOCKET_CONNECTS_PER_CLIENT = env_rate("WEBSOCKET_CONNECTS_PER_CLIENT", "30/m")
+WEBSOCKET_OPEN_PER_CLIENT = env_int("WEBSOCKET_OPEN_PER_CLIENT", 30, minimum=0)
 
 GRAPHENE = {
     "SCHEMA": "config.schema.schema",

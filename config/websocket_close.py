@@ -22,9 +22,11 @@ raised into it.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 
+from config.websocket_admission import websocket_admission
 from core.message_budget import POLICY_VIOLATION, TokenBucket, message_budget
 
 logger = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ class EndpointCloseProtocol(WebSocketProtocol):
     _budget_read = False
     _refused = False
     _after_close = 0
+    admitted_client: str | None = None  # its count of open connections, ended when it closes
 
     def serverSend(self, content: str | bytes, binary: bool = False) -> None:
         # What the application sends to a connection closed or closing under it (refused, or
@@ -86,6 +89,12 @@ class EndpointCloseProtocol(WebSocketProtocol):
                 return
         super()._dataReceived(data)
 
+    def connectionLost(self, reason: Any) -> None:
+        client, self.admitted_client = self.admitted_client, None
+        if client is not None:
+            websocket_admission().release(client)
+        super().connectionLost(reason)
+
     def _refuse(self, why: str) -> None:
         self._refused = True
         logger.info("WebSocket %s closed with 1008: %s", self.request.path, why)
@@ -94,3 +103,11 @@ class EndpointCloseProtocol(WebSocketProtocol):
 
 class EndpointCloseFactory(WebSocketFactory):
     protocol = EndpointCloseProtocol
+    # The client address the upgrade being made was admitted for (config/websocket_admission.py),
+    # set by the request around daphne's call to build its protocol.
+    upgrading_client: str | None = None
+
+    def buildProtocol(self, addr: Any) -> EndpointCloseProtocol:
+        protocol = super().buildProtocol(addr)
+        protocol.admitted_client, self.upgrading_client = self.upgrading_client, None
+        return protocol

@@ -37,13 +37,21 @@ class TokenBucket:
 
     def take(self) -> bool:
         """Take one token; ``False`` (taking nothing) when there is none."""
-        now = self._clock()
-        self._tokens = min(self._capacity, self._tokens + (now - self._at) * self._refill)
-        self._at = now
+        self._fill()
         if self._tokens < 1:
             return False
         self._tokens -= 1
         return True
+
+    def wait(self) -> float:
+        """Seconds until a token can be taken (0: one can now)."""
+        self._fill()
+        return max(0.0, (1 - self._tokens) / self._refill)
+
+    def _fill(self) -> None:
+        now = self._clock()
+        self._tokens = min(self._capacity, self._tokens + (now - self._at) * self._refill)
+        self._at = now
 
 
 def message_budget() -> TokenBucket | None:

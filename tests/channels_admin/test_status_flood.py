@@ -14,6 +14,7 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -291,12 +292,20 @@ def test_a_flood_that_never_waits_is_closed_at_once_and_leaves_the_server_idle(s
     assert after_idle < 0.1, after_idle
 
 
+# An address of its own for each connection of flood_again (behind the trusted proxy): one
+# address connecting again and again is refused past WEBSOCKET_CONNECTS_PER_CLIENT
+# (tests/config/test_websocket_admission.py); the consumers closed under are the point here.
+ADDRESSES = (f"2001:db8::{number:x}" for number in itertools.count(1))
+
+
 def flood_again(server: str, until: float) -> list[int | None]:
     """One attacker for as long as ``until`` (monotonic): open a connection, send a burst of
     refreshes without waiting, read until the server closes it, and again; each close code."""
     codes: list[int | None] = []
     while time.monotonic() < until:
-        with websockets.sync.client.connect(feed_url(server), origin=server) as feed:
+        with websockets.sync.client.connect(
+            feed_url(server), origin=server, additional_headers={"X-Forwarded-For": next(ADDRESSES)}
+        ) as feed:
             try:
                 for _ in range(200):
                     feed.send(REFRESH)

@@ -13,7 +13,10 @@ import { showState } from "./state.js";
 const REBUILD_DELAY_MS = 1000;
 const REFUSED_RETRY_MS = 10000; // channels_admin/streaming/admission.py's RETRY_AFTER_SEC
 const REFRESH_EVERY_MS = 60 * 60 * 1000; // playlist details (name, logo) once an hour
+const FEED_RETRY_MIN_MS = 500;
 const FEED_RETRY_MAX_MS = 10000;
+// A feed open this long was no refusal: after it, the waits start again from the shortest.
+const FEED_LASTED_MS = 10000;
 // A live player shows several frames a second (timeupdate comes 4 times a second); longer
 // than this without one and the badge stops saying "live".
 const PICTURE_STALE_MS = 3000;
@@ -173,12 +176,13 @@ function buildPlayer() {
   if (playing) playing.catch(() => {}); // autoplay may wait for a click
 }
 
-function connectFeed(retryMs = 500) {
+function connectFeed(retryMs = FEED_RETRY_MIN_MS) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const socket = new WebSocket(`${scheme}//${location.host}/ws/tv/status`);
   let refresh = null;
+  let openedAt = null;
   socket.addEventListener("open", () => {
-    retryMs = 500;
+    openedAt = performance.now();
     feed = "open";
     refresh = setInterval(() => socket.send(JSON.stringify({ type: "refresh" })), REFRESH_EVERY_MS);
   });
@@ -187,7 +191,15 @@ function connectFeed(retryMs = 500) {
     clearInterval(refresh);
     feed = "closed";
     render();
-    setTimeout(() => connectFeed(Math.min(retryMs * 2, FEED_RETRY_MAX_MS)), retryMs);
+    // Refused (the server answers 429 to an address with too many connections, and the socket
+    // closes before it opens: config/websocket_admission.py) or closed soon after it opened,
+    // the page waits twice as long each time, up to FEED_RETRY_MAX_MS. Each wait is between
+    // half and all of that, so that pages refused together do not all come back together.
+    if (openedAt !== null && performance.now() - openedAt >= FEED_LASTED_MS) {
+      retryMs = FEED_RETRY_MIN_MS;
+    }
+    const wait = retryMs * (0.5 + Math.random() / 2);
+    setTimeout(() => connectFeed(Math.min(retryMs * 2, FEED_RETRY_MAX_MS)), wait);
   });
 }
 
