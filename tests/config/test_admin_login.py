@@ -3,7 +3,8 @@ guesses sent at once count as they arrive (issue 47).
 
 Before, any number of passwords could be tried: each failed login answered the form again. Then
 the limit was read before the password's hash and the failure counted after it, so 100 wrong
-passwords sent at once were all checked against a limit of 10.
+passwords sent at once were all checked against a limit of 10; then the 10 allowed ran at once,
+on both cores, and every other request of the server waited for them: they now take turns.
 """
 
 from __future__ import annotations
