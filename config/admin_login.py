@@ -15,6 +15,15 @@ of the cache, and gives it back only once the password proved right: counted aft
 guesses sent at once were all checked against a count none of them had raised yet (issue 47).
 So of any number of attempts sent at once, at most ``count`` have their password checked.
 
+The password checks themselves take turns, process-wide (:mod:`core.turns`):
+``ADMIN_LOGIN_PARALLEL_CHECKS`` at once (default one), ``ADMIN_LOGIN_QUEUED_CHECKS`` more waiting
+in the order they came. Each check is a PBKDF2 hash, about 0.3 s of a core; the ten checks a
+burst of guesses was allowed ran at once on both cores, and the event loop, one thread among
+eleven wanting a core, held every other request back: ``/healthz`` took 1 s instead of 8 ms
+(issue 47). One at a time, they leave a core to the rest. An attempt that finds the line full is
+refused unchecked and given back (it is not a failure), its page saying so with status 503 and
+``Retry-After``. Each check is logged, with its time and its wait.
+
 The per-username limit holds back guessing spread over many addresses; the price, as with any
 such lock, is that anyone may lock a username out until its window ends (an empty or ``0``
 setting turns either limit off). A cache that cannot be reached throttles nothing, and says so
@@ -26,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import threading
 import time
 
 from django.conf import settings
@@ -37,10 +47,11 @@ from django.http import HttpRequest, HttpResponse
 
 from config.client_address import client_address
 from config.env import Rate
+from core.turns import NoTurn, Turns
 
 logger = logging.getLogger(__name__)
 
-RETRY_AFTER = "admin_login_retry_after"  # the request's attribute, for the view
+REFUSAL = "admin_login_refusal"  # the request's attribute, for the view: (status, Retry-After)
 
 
 class ThrottledLoginForm(AdminAuthenticationForm):
@@ -68,7 +79,7 @@ class ThrottledLoginForm(AdminAuthenticationForm):
             if wait is not None:
                 for taken in reserved:
                     _attempt_release(*taken)
-                setattr(self.request, RETRY_AFTER, wait)
+                setattr(self.request, REFUSAL, (429, wait))
                 minutes = math.ceil(wait / 60)
                 raise ValidationError(
                     f"Too many failed logins {what}; try again in {minutes} "
@@ -78,24 +89,60 @@ class ThrottledLoginForm(AdminAuthenticationForm):
             reserved.append((key, rate))
         failed = False
         try:
-            return super().clean()
+            with password_checks().turn() as waited:
+                return self._password_check(waited=waited)
         except ValidationError:
             failed = True  # the attempt stays counted: it is a failure now
             raise
+        except NoTurn as busy:  # given back below: the password was not checked
+            setattr(self.request, REFUSAL, (503, busy.retry_after))
+            raise ValidationError(
+                f"Too many logins are being checked; try again in {busy.retry_after} "
+                f"second{'' if busy.retry_after == 1 else 's'}.",
+                code="busy",
+            ) from None
         finally:
             if not failed:
                 for taken in reserved:
                     _attempt_release(*taken)
 
+    def _password_check(self, *, waited: float) -> dict:
+        """Django's own check (the hash), in this attempt's turn; logged, failed or not."""
+        began = time.monotonic()
+        try:
+            return super().clean()
+        finally:
+            # inside the turn, so that the lines of checks one after the other never overlap
+            logger.info(
+                "admin login: password checked in %d ms, after %d ms waiting for its turn",
+                (time.monotonic() - began) * 1000,
+                waited * 1000,
+            )
+
 
 def admin_login(request: HttpRequest) -> HttpResponse:
-    """The admin site's login view; a throttled login's page has status 429 and Retry-After."""
+    """The admin site's login view; the page of a login refused unchecked has status 429
+    (throttled) or 503 (too many checks waiting) and Retry-After."""
     response = admin.site.login(request)
-    wait = getattr(request, RETRY_AFTER, None)
-    if wait is not None:
-        response.status_code = 429
+    refusal = getattr(request, REFUSAL, None)
+    if refusal is not None:
+        response.status_code, wait = refusal
         response["Retry-After"] = str(wait)
     return response
+
+
+_turns_guard = threading.Lock()
+_turns: dict[tuple[int, int], Turns] = {}
+
+
+def password_checks() -> Turns:
+    """The process's turns at password checks, for the settings in force (made once for each:
+    tests change them)."""
+    key = (settings.ADMIN_LOGIN_PARALLEL_CHECKS, settings.ADMIN_LOGIN_QUEUED_CHECKS)
+    with _turns_guard:
+        if key not in _turns:
+            _turns[key] = Turns(parallel=key[0], queued=key[1])
+        return _turns[key]
 
 
 def _attempt_reserve(key: str, rate: Rate | None) -> int | None:

@@ -250,6 +250,10 @@ SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_DAYS", 14, minimum=1) * 24 * 3600
 # that username, wait for its end; empty or 0: no limit.
 ADMIN_LOGIN_FAILURES_PER_ADDRESS = env_rate("ADMIN_LOGIN_FAILURES_PER_ADDRESS", "10/h")
 ADMIN_LOGIN_FAILURES_PER_USERNAME = env_rate("ADMIN_LOGIN_FAILURES_PER_USERNAME", "30/h")
+# Admin login passwords checked at once in a process (each a PBKDF2 hash, ~0.3 s of a core), and
+# how many more may wait for their turn; past them, 503 and Retry-After, unchecked.
+ADMIN_LOGIN_PARALLEL_CHECKS = env_int("ADMIN_LOGIN_PARALLEL_CHECKS", 1, minimum=1)
+ADMIN_LOGIN_QUEUED_CHECKS = env_int("ADMIN_LOGIN_QUEUED_CHECKS", 16, minimum=0)
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
 # Sessions one client (its address, config/client_address.py) may hold at once; 0: no cap.

@@ -3,20 +3,26 @@ guesses sent at once count as they arrive (issue 47).
 
 Before, any number of passwords could be tried: each failed login answered the form again. Then
 the limit was read before the password's hash and the failure counted after it, so 100 wrong
-passwords sent at once were all checked against a limit of 10.
+passwords sent at once were all checked against a limit of 10; then the 10 allowed ran at once,
+on both cores, and every other request of the server waited for them: they now take turns.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
+import itertools
 import re
 import threading
+import time
+from pathlib import Path
 
 import pytest
 import requests
 from django.contrib.auth.models import User
 from django.test import Client
 
+from config.admin_login import password_checks
 from config.env import Rate
 from tests.conftest import manage, project_env, running_server
 
@@ -105,6 +111,27 @@ def test_no_limit_when_unset(limits, settings):
         login(WRONG)
 
     assert login(RIGHT).status_code == 302
+
+
+def test_a_login_finding_the_line_of_checks_full_is_refused_unchecked_and_not_counted(
+    limits, settings
+):
+    settings.ADMIN_LOGIN_PARALLEL_CHECKS = 1
+    settings.ADMIN_LOGIN_QUEUED_CHECKS = 0
+    with password_checks().turn():  # another login's check, under way
+        busy = [login(RIGHT), login(WRONG)]
+
+    failures = [login(WRONG) for _ in range(3)]
+    refused = login(RIGHT)
+
+    busy_page = ["Too many logins are being checked; try again in 1 second."]
+    assert [(r.status_code, r["Retry-After"], errors(r)) for r in busy] == [
+        (503, "1", busy_page)
+    ] * 2
+    assert "_auth_user_id" not in busy[0].wsgi_request.session
+    # neither counted against the limit of 3 failures: three more are checked
+    assert [(r.status_code, errors(r)) for r in failures] == [(200, [FORM_ERROR])] * 3
+    assert refused.status_code == 429
 
 
 def test_the_real_server_throttles_by_the_connection_address(tmp_path):
@@ -229,3 +256,63 @@ def test_a_right_password_within_the_limit_takes_no_place_under_it(login_server)
 
     assert rights == [[302]] * 3
     assert wrongs == [[200], [200], [429]]
+
+
+CHECKED = re.compile(
+    r"^(\S+ \S+) INFO config\.admin_login: admin login: password checked in (\d+) ms", re.M
+)
+
+
+def checks_logged(log: Path) -> list[tuple[float, float]]:
+    """When each password check the server logged began and ended (seconds, its clock), in
+    order: the log line's time is the end, less the time it says the check took."""
+    checks = []
+    for at, took_ms in CHECKED.findall(log.read_text()):
+        end = datetime.datetime.strptime(at, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        checks.append((end - int(took_ms) / 1000, end))
+    return sorted(checks)
+
+
+def probe_while(server: str, path: str, stop: threading.Event, answers: list) -> None:
+    """GET ``path`` one after the other until ``stop``: (when it was sent, seconds it took)."""
+    http = requests.Session()
+    while not stop.is_set():
+        sent = time.monotonic()
+        assert http.get(f"{server}{path}", timeout=60).status_code == 200
+        answers.append((sent, time.monotonic() - sent))
+        stop.wait(0.05)
+
+
+def test_a_burst_of_guesses_is_checked_one_at_a_time_and_other_requests_are_answered_meanwhile(
+    login_server, tmp_path
+):
+    server = login_server(
+        ADMIN_LOGIN_FAILURES_PER_ADDRESS="10/h", ADMIN_LOGIN_FAILURES_PER_USERNAME="0"
+    )
+    stop = threading.Event()
+    answers: dict[str, list] = {"/healthz": [], "/videos/names": []}  # two sync views
+    probes = [
+        threading.Thread(target=probe_while, args=(server, path, stop, seen))
+        for path, seen in answers.items()
+    ]
+    for probe in probes:
+        probe.start()
+
+    began = time.monotonic()
+    statuses = burst_login(server, [WRONG] * 100, forwarded_for=["203.0.113.7"] * 100)
+    took = time.monotonic() - began
+    stop.set()
+    for probe in probes:
+        probe.join()
+
+    assert sorted(statuses) == [200] * 10 + [429] * 90
+    checks = checks_logged(tmp_path / "daphne.log")
+    assert len(checks) == 10
+    # one after the other (the log's times are to the millisecond)
+    assert all(began >= ended - 0.002 for (_, ended), (began, _) in itertools.pairwise(checks))
+    # Ten checks, each about 0.3 s of a core. Run at once, they took both cores, and a request
+    # sent during the burst waited for most of it (70-90% of it, seen with 10 checks at once).
+    for path, seen in answers.items():
+        during = [seconds for sent, seconds in seen if began <= sent <= began + took]
+        assert during, path
+        assert max(during) < took / 3, (path, sorted(during), took)
