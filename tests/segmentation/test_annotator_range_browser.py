@@ -1,6 +1,6 @@
 """The annotator's propagation over a range, in a real browser (Debian's Chromium) against the
 real server: the person marks an end on the timeline, chooses a direction, and the stream covers
-exactly that range (issue 41)."""
+exactly that range (issue 41); the end moves where E is pressed (issue 48)."""
 
 from __future__ import annotations
 
@@ -55,11 +55,33 @@ def test_a_marked_end_bounds_the_propagation_to_its_range(server, page) -> None:
     frames = [frame["frame_index"] for frame in server_annotations(server, session_id)["frames"]]
     assert frames == list(range(START, END + 1))
 
-    # the button pressed again clears the end: forward then reaches the video's last frame
+    # the button pressed on the end's frame clears the end: forward then reaches the video's last
+    # frame
+    go_to(page, END + 1)
     page.click("#mark-end")
     expect(page.locator("#mark-end")).to_have_text("Mark end here")
     assert timeline(page, "end") == ""
-    assert timeline(page, "range") == f"{START}-{FRAMES - 1}"
+    assert timeline(page, "range") == f"{END}-{FRAMES - 1}"
     # and the keys still answer after the select and the button
     page.keyboard.press("End")
     expect(page.locator("#frame-label")).to_have_text(f"{FRAMES} / {FRAMES}")
+
+
+def test_e_on_another_frame_moves_the_end_there(server, page) -> None:
+    # given the end marked on frame 31
+    open_default_video(server, page)
+    go_to(page, 31)
+    page.keyboard.press("e")
+    expect(page.locator("#mark-end")).to_have_text("Clear end (frame 31)")
+
+    # when E is pressed on frame 51
+    go_to(page, 51)
+    expect(page.locator("#mark-end")).to_have_text("Move end here (now frame 31)")
+    page.keyboard.press("e")
+
+    # then the end is there, and E there clears it
+    expect(page.locator("#mark-end")).to_have_text("Clear end (frame 51)")
+    assert timeline(page, "end") == "50"
+    page.keyboard.press("e")
+    expect(page.locator("#mark-end")).to_have_text("Mark end here")
+    assert timeline(page, "end") == ""

@@ -397,6 +397,7 @@ async function showFrame(frameIndex) {
   state.frameIndex = frameIndex;
   ui.scrubber.value = frameIndex;
   ui.frameLabel.textContent = `${frameIndex + 1} / ${state.video.frameCount}`;
+  showEnd();
   drawTimeline();
   const request = ++state.drawn;
   let image;
@@ -517,13 +518,21 @@ function drawRange(context, step) {
   if (state.endFrame !== null) context.fillRect(state.endFrame * step, 0, Math.max(step, 3), canvas.height);
 }
 
-// Marks the frame shown as the propagation's end; pressed again, clears the mark.
+// Marks the frame shown as the propagation's end, moving the mark there from another frame;
+// pressed on the marked frame itself, clears the mark.
 function markEnd() {
-  state.endFrame = state.endFrame === null ? state.frameIndex : null;
-  const marked = state.endFrame !== null;
-  ui.markEnd.setAttribute("aria-pressed", String(marked));
-  ui.markEnd.textContent = marked ? `Clear end (frame ${state.endFrame + 1})` : "Mark end here";
+  state.endFrame = state.endFrame === state.frameIndex ? null : state.frameIndex;
+  showEnd();
   drawTimeline();
+}
+
+// The end button says what pressing it does on the frame shown.
+function showEnd() {
+  const end = state.endFrame;
+  ui.markEnd.setAttribute("aria-pressed", String(end !== null));
+  if (end === null) ui.markEnd.textContent = "Mark end here";
+  else if (end === state.frameIndex) ui.markEnd.textContent = `Clear end (frame ${end + 1})`;
+  else ui.markEnd.textContent = `Move end here (now frame ${end + 1})`;
 }
 
 // Masks from the server; those of objects removed meanwhile are dropped.
