@@ -1,6 +1,7 @@
 """The annotator's propagation over a range, in a real browser (Debian's Chromium) against the
 real server: the person marks an end on the timeline, chooses a direction, and the stream covers
-exactly that range (issue 41); the end moves where E is pressed (issue 48)."""
+exactly that range (issue 41); the end moves where E is pressed, and a reload comes back to
+the frame, the end and the direction (issue 48)."""
 
 from __future__ import annotations
 
@@ -85,3 +86,25 @@ def test_e_on_another_frame_moves_the_end_there(server, page) -> None:
     page.keyboard.press("e")
     expect(page.locator("#mark-end")).to_have_text("Mark end here")
     assert timeline(page, "end") == ""
+
+
+def test_a_reload_comes_back_to_the_frame_the_end_and_the_direction(server, page) -> None:
+    # given the end on frame 31, backward, and frame 51 shown
+    session_id = open_default_video(server, page)
+    go_to(page, 31)
+    page.keyboard.press("e")
+    page.select_option("#direction", "backward")
+    go_to(page, 51)
+
+    # when
+    page.reload()
+    page.wait_for_selector("#editor[data-ready=true]")
+
+    # then the same session, on the same frame, with the same range
+    assert page.get_attribute("#editor", "data-session-id") == session_id
+    expect(page.locator("#frame-label")).to_have_text(f"51 / {FRAMES}")
+    assert page.get_attribute("#editor", "data-frame-shown") == "50"
+    expect(page.locator("#mark-end")).to_have_text("Move end here (now frame 31)")
+    assert page.input_value("#direction") == "backward"
+    assert timeline(page, "end") == "30"
+    assert timeline(page, "range") == "30-50"

@@ -136,6 +136,7 @@ async function startSession() {
   const data = await graphql(Q.start, { input: { path: state.video.path } });
   adoptSession(data.startSession.sessionId);
   remember();
+  keepPlace();
 }
 
 function adoptSession(sessionId) {
@@ -168,6 +169,41 @@ function remember() {
   } catch {
     // Storage full or refused: a reload then gets the masks back but not the clicks.
   }
+}
+
+// Where the person was: the frame shown, the propagation's end and its direction, kept apart
+// from the work (it changes with every frame shown) so that a reload comes back there.
+function placeKey(sessionId) {
+  return `annotate:${sessionId}:place`;
+}
+
+function keepPlace() {
+  if (!state.sessionId) return;
+  const place = { frame: state.frameIndex, end: state.endFrame, direction: ui.direction.value };
+  try {
+    sessionStorage.setItem(placeKey(state.sessionId), JSON.stringify(place));
+  } catch {
+    // Storage full or refused: a reload then starts on the first frame.
+  }
+}
+
+// The place kept for the session, within this video; the first frame, both ways, no end if none
+// (or no session).
+function recallPlace(sessionId) {
+  let place = null;
+  try {
+    if (sessionId) place = JSON.parse(sessionStorage.getItem(placeKey(sessionId)));
+  } catch {
+    // As if none was kept.
+  }
+  const last = state.video.frameCount - 1;
+  const inVideo = (value) => Number.isInteger(value) && value >= 0 && value <= last;
+  const directions = [...ui.direction.options].map((option) => option.value);
+  return {
+    frame: inVideo(place?.frame) ? place.frame : 0,
+    end: inVideo(place?.end) ? place.end : null,
+    direction: directions.includes(place?.direction) ? place.direction : "both",
+  };
 }
 
 function recall(sessionId) {
@@ -399,6 +435,7 @@ async function showFrame(frameIndex) {
   ui.frameLabel.textContent = `${frameIndex + 1} / ${state.video.frameCount}`;
   showEnd();
   drawTimeline();
+  keepPlace();
   const request = ++state.drawn;
   let image;
   try {
@@ -524,6 +561,7 @@ function markEnd() {
   state.endFrame = state.endFrame === state.frameIndex ? null : state.frameIndex;
   showEnd();
   drawTimeline();
+  keepPlace();
 }
 
 // The end button says what pressing it does on the frame shown.
@@ -1151,6 +1189,7 @@ function wire() {
     // A select keeps the keys while it has focus: give them back to the page once chosen.
     ui.direction.blur();
     drawTimeline();
+    keepPlace();
   });
   ui.cancel.addEventListener("click", cancelPropagation);
   ui.exportJson.addEventListener("click", exportJson);
@@ -1190,6 +1229,10 @@ async function open() {
   state.annotations = new Annotations(path);
   wire();
   const resumed = new URLSearchParams(location.search).get("session");
+  // A reload comes back to the frame, the end and the direction it left.
+  const place = recallPlace(resumed);
+  state.endFrame = place.end;
+  ui.direction.value = place.direction;
   try {
     if (!resumed) {
       addObject();
@@ -1206,8 +1249,8 @@ async function open() {
   ui.play.disabled = ui.scrubber.disabled = ui.goto.disabled = false;
   updateButtons();
   drawTimeline();
-  await showFrame(0);
-  state.frames.prefetch(1, PREFETCH_FRAMES, frameCount);
+  await showFrame(place.frame);
+  state.frames.prefetch(place.frame + 1, PREFETCH_FRAMES, frameCount);
   ui.editor.dataset.ready = "true";
 }
 
