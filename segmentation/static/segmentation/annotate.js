@@ -10,6 +10,7 @@
 // reopened, takes the session up again.
 
 import { Annotations } from "./annotations.js";
+import { pageFrames } from "./frame_numbers.js";
 import { FrameImages } from "./frames.js";
 import { ApiError, graphql, upload } from "./graphql.js";
 import { colourOf, drawBox, drawPoints, hexOf, maskImage, meanUnder, pickColour } from "./overlay.js";
@@ -979,7 +980,7 @@ function exportZip() {
     });
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
-      throw new Error(`The masks could not be exported: ${body.error ?? response.status}`);
+      throw new Error(`The masks could not be exported: ${pageFrames(body.error) ?? response.status}`);
     }
     download(await response.blob(), `${stem()}-masks.zip`);
     say("The PNG masks are downloaded.");
@@ -997,7 +998,7 @@ function exportConverted(url, suffix, what) {
     });
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
-      throw new Error(`The ${what} export failed: ${body.error ?? response.status}`);
+      throw new Error(`The ${what} export failed: ${pageFrames(body.error) ?? response.status}`);
     }
     download(await response.blob(), `${stem()}-${suffix}`);
     say(`The ${what} export is downloaded.`);
@@ -1076,7 +1077,7 @@ async function importInto(sessionId, data) {
       }
       const wait = Number(response.headers.get("Retry-After"));
       if (response.status !== 429 || !(wait > 0) || idle >= RESTORE_TRIES_WITHOUT_PROGRESS) {
-        const message = body.error ?? `the import failed (${response.status})`;
+        const message = pageFrames(body.error) ?? `the import failed (${response.status})`;
         const partly = restored ? ` (${restored} of ${total} masks were restored, the rest were not)` : "";
         throw new ApiError(`${message}${partly}`, body.code);
       }

@@ -1,5 +1,8 @@
 // The GraphQL API, as any client uses it: JSON POSTs, and file uploads by the GraphQL multipart
-// request specification (through XMLHttpRequest, whose upload reports progress).
+// request specification (through XMLHttpRequest, whose upload reports progress). Its errors'
+// messages count frames as the page does (frame_numbers.js).
+
+import { pageFrames } from "./frame_numbers.js";
 
 const ENDPOINT = "/graphql";
 
@@ -60,7 +63,7 @@ function answer(status, text) {
   }
   if (body.errors?.length) {
     const [first] = body.errors;
-    throw new ApiError(first.message, first.extensions?.code ?? "GRAPHQL");
+    throw new ApiError(pageFrames(first.message), first.extensions?.code ?? "GRAPHQL");
   }
   return body.data;
 }
