@@ -13,7 +13,7 @@ import { Annotations } from "./annotations.js";
 import { pageFrames } from "./frame_numbers.js";
 import { FrameImages } from "./frames.js";
 import { ApiError, graphql, upload } from "./graphql.js";
-import { colourOf, drawBox, drawPoints, hexOf, maskImage, meanUnder, pickColour } from "./overlay.js";
+import { assignColour, colourOf, drawBox, drawPoints, hexOf, maskImage, meanUnder, pickColour } from "./overlay.js";
 import { propagate } from "./stream.js";
 
 const PING_EVERY_MS = 60_000;
@@ -85,7 +85,8 @@ const state = {
   selected: null,
   points: new Map(), // "frame:object" -> [{x, y, label}] in video pixels; a box first (2, 3)
   given: new Set(), // "frame:object" of imported masks without clicks: prompts on the server
-  colours: new Map(), // object ID -> {colour, under}: its colour, decided on its first mask shown
+  colours: new Map(), // object ID -> {colour, under}: its colour, and once its first mask is
+  // shown the mean colour under it (its colour then changed if it was near)
   frameOnCanvas: null, // the frame index whose image the frame canvas holds
   tapLabel: 1,
   drag: null, // the press on the frame that may become a box: {start, end, screen, boxing}
@@ -458,20 +459,37 @@ function objectColour(objectId) {
   return state.colours.get(objectId)?.colour ?? colourOf(objectId);
 }
 
-// Each object's colour is decided once, on its first mask shown, from the frame's pixels under
-// it, and then kept: a colour that changed from frame to frame would not name the object.
+function othersColours(objectId) {
+  return [...state.colours].filter(([id]) => id !== objectId).map(([, { colour }]) => colour);
+}
+
+// Objects new to the page take their colours in ID order, apart from the others'
+// (overlay.js's assignColour); those gone give theirs back.
+function assignColours() {
+  for (const objectId of state.colours.keys()) {
+    if (!state.objects.includes(objectId)) state.colours.delete(objectId);
+  }
+  for (const objectId of [...state.objects].sort((a, b) => a - b)) {
+    if (state.colours.has(objectId)) continue;
+    state.colours.set(objectId, { colour: assignColour(objectId, othersColours(objectId)), under: null });
+  }
+}
+
+// Each object's colour is looked at once more, on its first mask shown, against the frame's
+// pixels under it, and then kept: a colour that changed from frame to frame would not name the
+// object.
 function decideColours(masks) {
   if (state.frameOnCanvas !== state.frameIndex) return false; // the canvas holds another frame
   const { width, height } = state.video;
   let frame = null;
   let decided = false;
   for (const [objectId, mask] of masks) {
-    if (state.colours.has(objectId)) continue;
+    const held = state.colours.get(objectId);
+    if (!held || held.under) continue;
     frame ??= ui.frame.getContext("2d").getImageData(0, 0, width, height).data;
     const under = meanUnder(frame, mask);
     if (!under) continue;
-    const taken = state.objects.filter((id) => id !== objectId).map(objectColour);
-    state.colours.set(objectId, { colour: pickColour(colourOf(objectId), under, taken), under });
+    state.colours.set(objectId, { colour: pickColour(held.colour, under, othersColours(objectId)), under });
     decided = true;
   }
   return decided;
@@ -588,6 +606,7 @@ function applyMasks({ frameIndex, rleMaskList }) {
 // ---- objects
 
 function renderObjects() {
+  assignColours();
   ui.objects.replaceChildren(
     ...state.objects.map((objectId) => {
       const item = document.createElement("li");
@@ -639,7 +658,6 @@ function addObject() {
 
 function removeObject(objectId) {
   state.annotations.removeObject(objectId);
-  state.colours.delete(objectId);
   for (const key of [...state.points.keys()]) if (key.endsWith(`:${objectId}`)) state.points.delete(key);
   for (const key of [...state.given]) if (key.endsWith(`:${objectId}`)) state.given.delete(key);
   state.objects = state.objects.filter((id) => id !== objectId);
