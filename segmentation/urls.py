@@ -14,6 +14,7 @@ from segmentation.views import (
     media_file,
     propagate_in_video,
     session_engine_view,
+    session_receipt_view,
     video_names_view,
     yolo_labels,
 )
@@ -31,6 +32,7 @@ urlpatterns = [
     path("annotations/<str:session_id>.json", annotations_export, name="annotations_export"),
     path("sessions/<str:session_id>/annotations", annotations_import, name="annotations_import"),
     path("sessions/<str:session_id>/engine", session_engine_view, name="session_engine"),
+    path("sessions/<str:session_id>/receipt", session_receipt_view, name="session_receipt"),
     # MEDIA_URL reads "/media/" at run time (Django adds the script prefix); routes have no "/".
     path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", media_file, name="media"),
 ]

@@ -11,7 +11,9 @@ propagation stream and mask exports.
   that disconnects closes the stream, which stops the thread at its next frame, as does
   ``cancelPropagateInVideo``.
 - ``POST /sessions/<id>/annotations``: an annotation file's work given to a session (the
-  annotator's Import), beside GraphQL because the SAM 2 schema is fixed.
+  annotator's Import), beside GraphQL because the SAM 2 schema is fixed; with ``?replay=`` the
+  receipt of a session the server lost (``GET /sessions/<id>/receipt``), whose work it gives back
+  without metering it again (``services/local_sessions.py``).
 - The exports and the import check the file, then convert or import it, in a thread of their
   own (``core/threads.py``'s ``call_in_thread``): a client that hangs up stops it at its next
   mask or frame, without holding the event loop or the thread that runs sync views meanwhile.
@@ -71,6 +73,7 @@ from segmentation.services.sessions import (
     session_annotations,
     session_engine,
     session_propagation,
+    session_receipt,
 )
 from segmentation.services.uploads import annotations_check, annotations_read, annotations_video
 from segmentation.services.yolo_polygons import yolo_labels_build
@@ -331,12 +334,15 @@ async def annotations_import(request: HttpRequest, session_id: str) -> HttpRespo
     ``addPoints`` it replays; stopped, keeping what it did, by the client's limit or the
     session's engine budget (``annotation_imports.py``): 429 with what was imported. Checked
     and imported in a thread of its own, which stops at its next mask or frame, keeping the
-    frames imported, when the client hangs up."""
+    frames imported, when the client hangs up. With ``?replay=<receipt>``, the work of the lost
+    session the receipt names, not metered by the engine budget as far as the receipt covers
+    it."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
     append = request.GET.get("append", "0")
     if append not in ("0", "1"):
         return _error(400, ErrorCode.BAD_USER_INPUT, "append must be 0 or 1")
+    replay = request.GET.get("replay", "")
     body = _annotation_body(request)
     try:
         annotations_bound(body, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
@@ -363,6 +369,7 @@ async def annotations_import(request: HttpRequest, session_id: str) -> HttpRespo
             append=append == "1",
             meter=meter,
             stop=stop,
+            replay=replay,
         )
 
     try:
@@ -401,6 +408,16 @@ def session_engine_view(request: HttpRequest, session_id: str) -> HttpResponse:
     """``GET /sessions/<session_id>/engine``: ``{"engine"}``, what answers the session."""
     try:
         return JsonResponse({"engine": session_engine(session_id=session_id)})
+    except SegmentationError as error:
+        return _refusal(error)
+
+
+@require_safe
+def session_receipt_view(request: HttpRequest, session_id: str) -> HttpResponse:
+    """``GET /sessions/<session_id>/receipt``: ``{"receipt"}``, what the server has shown the
+    session, signed, for a replay of its work should the server lose it."""
+    try:
+        return JsonResponse({"receipt": session_receipt(session_id=session_id)})
     except SegmentationError as error:
         return _refusal(error)
 

@@ -47,6 +47,7 @@ def session_annotations_import(
     append: bool,
     meter: ImportMeter,
     stop: threading.Event | None = None,
+    replay: str = "",
 ) -> list[FrameMasks]:
     """Give the session the work of an annotation file of its video (checked:
     ``uploads.annotations_read``), in frame order: in place of its own prompts (cleared with
@@ -54,7 +55,9 @@ def session_annotations_import(
     ``append`` on top of them. The masks of the file's frames, each as its import left it;
     :class:`RateLimited` or :class:`ResourceExhausted` when the client's limit or the session's
     engine budget stops it (see the module); :class:`Stopped` before the next frame once
-    ``stop`` is set."""
+    ``stop`` is set. ``replay``: the receipt of a session the server lost, whose work this is
+    (``local_sessions.py``): its frames spend no engine budget while it covers them, but are
+    charged to the client all the same."""
     host = session_host()
     frames = sorted(annotations.frames, key=lambda frame: frame.frame_index)
     if not frames and not append:
@@ -76,6 +79,7 @@ def session_annotations_import(
                 session_id=session_id,
                 annotations=Annotations(annotations.video, (frame,)),
                 append=append or bool(done),
+                replay=replay,
             )
         except ResourceExhausted as spent:
             meter.give_back()

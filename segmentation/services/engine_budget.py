@@ -10,7 +10,8 @@ share by sending one long operation after another.
 A person's clicks take a fraction of a second each and come seconds apart, so they never meet
 the limit; a client that sends costly prompts back to back is held to its share of a core.
 Propagations are not metered here: a session runs one at a time, a cancel or a hang-up stops
-it within a frame, and its length is bounded by the video's.
+it within a frame, and its length is bounded by the video's. Nor is the replay of a session's
+work that a restart lost, as far as the server's receipt covers it (``local_sessions.py``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,19 @@ Sessions expire after an idle timeout, renewed by every operation, and their num
 all and for each client (its address, which the caller gives: ``MAX_SESSIONS_PER_CLIENT``), so
 that one client cannot take every place (issue 47).
 Each session's prompts spend engine time from a budget of its own (``engine_budget.py``).
+
+Replaying work is not new work: a client whose session this process lost to a restart may give a
+new session its work back (``import_annotations`` with ``replay``) without spending the new
+session's budget, up to what the server had shown the lost session. The server signs what it
+has shown each session, a *receipt* (``receipt``: the session, its video, the process that holds
+it and how many masks, one per frame and object, its answers and propagations held), which the
+client keeps. A receipt is honoured once in a process (one new session replays it, in as many
+imports as it takes), only if another process gave it (a session lost to this process's own
+idle timeout or to a close is not a restart: its replay is metered as new work), for the same
+video, and for as many prompts as it counts; past them, or with a receipt not honoured, the
+import is metered as any. So a replay costs the engine once per restart what the server had
+already shown, and a client cannot mint more: the receipt is signed, and the work it counts
+was paid for as clicks or done by propagations.
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.core import signing
 
 from core.malloc import memory_return
 from core.threads import iterate_in_thread
@@ -64,6 +78,10 @@ class Session:
     cancel: threading.Event = field(default_factory=threading.Event)
     ended: bool = False  # closed or expired: its state is being freed
     budget: EngineBudget | None = None  # the engine time its prompts may take; None: no limit
+    # (frame, object) of every mask its answers and propagations held: what a receipt counts
+    shown: set[tuple[int, int]] = field(default_factory=set)
+    replay_of: str = ""  # the lost session whose receipt it replays, if any
+    replay_left: int = 0  # how many more prompts that replay may give unmetered
 
 
 class SessionRegistry:
@@ -218,12 +236,19 @@ def _session_free(session: Session) -> None:
         threading.Thread(target=free, name="session-free", daemon=True).start()
 
 
+RECEIPT_SALT = "segmentation.replay-receipt"
+
+
 class LocalSessions:
     """The session operations on this process's registry. Each answers with the typed results
     of ``session_types.py``; the masks are encoded here, where the engine runs."""
 
     def __init__(self, registry: SessionRegistry) -> None:
         self.registry = registry
+        # This process among those before and after it: its receipts are not honoured by itself.
+        self.boot = uuid.uuid4().hex
+        self._replayed: dict[str, str] = {}  # a lost session's ID: the session that replays it
+        self._replayed_guard = threading.Lock()
 
     def open(self, *, video_path: str, file: str, client: str = "") -> str:
         """A new session for ``client`` (its address) on the video file ``file`` (the library's
@@ -260,6 +285,18 @@ class LocalSessions:
         self.registry.get(session_id)  # SessionNotFound when it is not here
         return engine_get().describe()
 
+    def receipt(self, *, session_id: str) -> str:
+        """The session's receipt, signed: what the server has shown it so far (see the module)."""
+        session = self.registry.get(session_id)
+        # Read without the session's lock, which a propagation holds throughout: a count taken
+        # during one is a receipt for the frames it has done.
+        shown = len(session.shown)
+        return signing.dumps(
+            {"session": session.id, "video": session.video_path, "boot": self.boot, "masks": shown},
+            salt=RECEIPT_SALT,
+            compress=True,
+        )
+
     def add_points(self, *, session_id: str, clicks: Clicks) -> FrameMasks:
         session = self.registry.get(session_id)
         with _metered(session), _prompt_errors():
@@ -272,6 +309,7 @@ class LocalSessions:
                 clear_old_points=clicks.clear_old_points,
             )
             seconds = time.perf_counter() - started
+            session.shown.add((clicks.frame_index, clicks.object_id))
         # Encoded outside the lock and the budget: the engine's time is the engine's.
         return FrameMasks.from_masks(clicks.frame_index, masks, seconds)
 
@@ -316,7 +354,7 @@ class LocalSessions:
             return Annotations(session.video_path, tuple(f for f in frames if f.objects))
 
     def import_annotations(
-        self, *, session_id: str, annotations: Annotations, append: bool = False
+        self, *, session_id: str, annotations: Annotations, append: bool = False, replay: str = ""
     ) -> list[FrameMasks]:
         """Give the session an annotation file's work (``annotation_imports.py`` sends it a
         frame at a time): each object's clicks on the frames where the file has them, sent
@@ -327,23 +365,54 @@ class LocalSessions:
         on top of them. The masks of the given frames.
 
         Metered as a click is: refused before anything changes while the session's engine
-        budget is spent (:class:`ResourceExhausted`), and the time it takes spent from it."""
+        budget is spent (:class:`ResourceExhausted`), and the time it takes spent from it; but
+        with ``replay``, a receipt of a session another process lost, not while the receipt
+        still covers the prompts (see the module)."""
         session = self.registry.get(session_id)
         if session.video_path and annotations.video != session.video_path:
             raise BadUserInput(
                 f"the annotations are of {annotations.video!r}, not of this session's video "
                 f"{session.video_path!r}"
             )
+        if replay:
+            self._replay_take(session, replay)
         frames = sorted(annotations.frames, key=lambda frame: frame.frame_index)
-        with _metered(session), _prompt_errors():
+        prompts = sum(len(frame.objects) for frame in frames)
+        with _metered(session, replayed=prompts if replay else 0), _prompt_errors():
             state: VideoState = session.state
             if not append:
                 state.clear_points_in_video()
             for frame in frames:
                 for item in sorted(frame.objects, key=lambda item: item.object_id):
                     _import_object(state, frame.frame_index, item)
+                    session.shown.add((frame.frame_index, item.object_id))
             masks = [(f.frame_index, state.masks(frame_index=f.frame_index)) for f in frames]
         return [FrameMasks.from_masks(i, frame) for i, frame in masks]
+
+    def _replay_take(self, session: Session, receipt: str) -> None:
+        """Let the session replay the work ``receipt`` counts, if it is one to honour (see the
+        module): once per lost session in this process, for one session. One that is not is
+        passed by, and the import is metered as new work."""
+        try:
+            shown = signing.loads(receipt, salt=RECEIPT_SALT)
+            lost, video, boot, masks = (shown[k] for k in ("session", "video", "boot", "masks"))
+        except (signing.BadSignature, KeyError, TypeError, ValueError):
+            logger.info("session %s: a replay receipt not signed here, metered", session.id)
+            return
+        honoured = video == session.video_path and boot != self.boot and isinstance(masks, int)
+        if not honoured or session.replay_of not in ("", lost):
+            logger.info(
+                "session %s: a replay of session %s not honoured, metered", session.id, lost
+            )
+            return
+        with self._replayed_guard:
+            replaying = self._replayed.setdefault(lost, session.id)
+        if replaying != session.id:
+            logger.info("session %s: session %s was replayed already, metered", session.id, lost)
+            return
+        with _held(session):
+            if not session.replay_of:
+                session.replay_of, session.replay_left = lost, masks
 
     async def propagation(
         self,
@@ -399,6 +468,7 @@ class LocalSessions:
             steps = _engine_frames(session, start, cancel, direction=direction, reach=reach)
             for frame_index, masks in steps:
                 self.registry.touch(session.id)
+                session.shown.update((frame_index, object_id) for object_id in masks)
                 yield FrameMasks.from_masks(frame_index, masks)
 
 
@@ -533,10 +603,15 @@ def _held(session: Session) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _metered(session: Session) -> Iterator[None]:
+def _metered(session: Session, *, replayed: int = 0) -> Iterator[None]:
     """:func:`_held`, for a prompt: refused while the session's engine budget is spent, and
-    the time it takes spent from it."""
+    the time it takes spent from it; but not ``replayed`` prompts of a replay while what is
+    left of it covers them (``Session.replay_left``)."""
     with _held(session):
+        if replayed and session.replay_left >= replayed:
+            session.replay_left -= replayed
+            yield
+            return
         if session.budget is not None:
             session.budget.check()
         started = time.perf_counter()

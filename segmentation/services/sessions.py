@@ -41,6 +41,8 @@ class SessionHost(Protocol):
 
     def engine(self, *, session_id: str) -> str: ...
 
+    def receipt(self, *, session_id: str) -> str: ...
+
     def add_points(self, *, session_id: str, clicks: Clicks) -> FrameMasks: ...
 
     def clear_points_in_frame(
@@ -56,7 +58,7 @@ class SessionHost(Protocol):
     def annotations(self, *, session_id: str) -> Annotations: ...
 
     def import_annotations(
-        self, *, session_id: str, annotations: Annotations, append: bool = False
+        self, *, session_id: str, annotations: Annotations, append: bool = False, replay: str = ""
     ) -> list[FrameMasks]: ...
 
     async def propagation(
@@ -103,6 +105,12 @@ def session_ping(*, session_id: str) -> bool:
 def session_engine(*, session_id: str) -> str:
     """What answers the session, in a few words (the engine of the worker that holds it)."""
     return session_host().engine(session_id=session_id)
+
+
+def session_receipt(*, session_id: str) -> str:
+    """What the server has shown the session, signed: given back with a replay of its work
+    after the server lost it, it is not metered again (``local_sessions.py``)."""
+    return session_host().receipt(session_id=session_id)
 
 
 def session_add_points(*, session_id: str, clicks: Clicks) -> FrameMasks:

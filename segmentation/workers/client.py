@@ -118,6 +118,9 @@ class WorkerClient:
     def engine(self, *, session_id: str) -> str:
         return self._call_here(session_id, "engine")
 
+    def receipt(self, *, session_id: str) -> str:
+        return self._call_here(session_id, "receipt")
+
     def add_points(self, *, session_id: str, clicks: Clicks) -> FrameMasks:
         answer = self._call_here(session_id, "add_points", clicks=clicks.as_message())
         return FrameMasks.from_message(answer)
@@ -144,10 +147,14 @@ class WorkerClient:
         return Annotations.from_message(self._call_here(session_id, "annotations"))
 
     def import_annotations(
-        self, *, session_id: str, annotations: Annotations, append: bool = False
+        self, *, session_id: str, annotations: Annotations, append: bool = False, replay: str = ""
     ) -> list[FrameMasks]:
         answer = self._call_here(
-            session_id, "import_annotations", annotations=annotations.as_message(), append=append
+            session_id,
+            "import_annotations",
+            annotations=annotations.as_message(),
+            append=append,
+            replay=replay,
         )
         return [FrameMasks.from_message(frame) for frame in answer]
 

@@ -179,12 +179,16 @@ def test_a_drag_draws_a_box_that_lives_with_the_clicks(server, page, tmp_path: P
         s=session_id,
     )
     assert closed == {"data": {"closeSession": {"success": True}}}
-    before = len(sent)
-    page.click("#propagate")
+    with page.expect_request(lambda r: "/annotations?" in r.url and r.method == "POST") as given:
+        page.click("#propagate")
     page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
     assert page.text_content("#message") == (
         "The session had ended on the server; it was opened again with your points."
     )
-    assert [(request["labels"], request["points"]) for request in sent[before:]] == [
-        ([2, 3, 1], sent[3]["points"])
-    ]
+    [frame] = json.loads(given.value.post_data)["frames"]
+    [item] = frame["objects"]
+    assert (frame["frame_index"], item["labels"], item["points"]) == (
+        0,
+        [2, 3, 1],
+        sent[3]["points"],
+    )

@@ -1,11 +1,15 @@
 """The annotator as a place to work, in a real browser (Debian's Chromium) against the real
 server: its keys answer whatever control was used last, its work survives a reload, and its
-masks stay visible on objects of their own colour (issue 41)."""
+masks stay visible on objects of their own colour (issue 41), in colours apart from each other
+that are the same in another session, with click marks that stand out from them (issue 48)."""
 
 from __future__ import annotations
 
 import colorsys
 import io
+import itertools
+import json
+import math
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -393,3 +397,79 @@ def test_a_mask_on_an_object_of_its_own_colour_is_drawn_apart_from_it(server, pa
     with page.expect_response(is_add_points):
         click_at(page, x, y)
     assert rgb_of(item.get_attribute("data-colour")) == colour
+
+
+COLOURS_APART = 90  # RGB distance between any two objects' colours, at least (overlay.js)
+FAR_ENOUGH = 120  # between an object's fill and the mean colour under its mask (overlay.js)
+MARK_STANDS_OUT = 100  # luminance between a click's mark and its object's fill, at least
+SCENE = 30  # a frame of the default video with the ball, the box and the star
+
+
+def luminance(colour: list[int]) -> float:
+    return 0.2126 * colour[0] + 0.7152 * colour[1] + 0.0722 * colour[2]
+
+
+def object_colours(page) -> dict[int, list[int]]:
+    return {
+        int(item.get_attribute("data-object-id")): rgb_of(item.get_attribute("data-colour"))
+        for item in page.locator("#objects li").all()
+    }
+
+
+def assert_apart(colours: dict[int, list[int]]) -> None:
+    for (a, colour_a), (b, colour_b) in itertools.combinations(colours.items(), 2):
+        assert math.dist(colour_a, colour_b) >= COLOURS_APART, (a, colour_a, b, colour_b)
+
+
+def click_on(page, name: str) -> tuple[int, int]:
+    x, y = farthest(demo_masks(SCENE)[name], (-100, -100))
+    with page.expect_response(is_add_points):
+        click_at(page, x, y)
+    return x, y
+
+
+def test_objects_colours_stay_apart_and_are_the_same_in_another_session(
+    server, page, tmp_path
+) -> None:
+    # given object 1 clicked on the red ball, then object 2 added and clicked on the blue box
+    session_id = open_default_video(server, page)
+    go_to(page, SCENE + 1)
+    clicks = {1: click_on(page, "ball")}
+    page.click("#add-object")
+    assert_apart(object_colours(page))
+    clicks[2] = click_on(page, "box")
+
+    # when object 3 is added, and clicked on the yellow star
+    page.click("#add-object")
+    assert_apart(object_colours(page))
+    clicks[3] = click_on(page, "star")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#objects li[data-under]').length === 3"
+    )
+
+    # then the three colours are apart, and each is far from what lies under its mask
+    colours = object_colours(page)
+    assert_apart(colours)
+    for object_id, colour in colours.items():
+        item = page.locator(f"#objects li[data-object-id='{object_id}']")
+        under = rgb_of(item.get_attribute("data-under"))
+        assert math.dist(colour, under) >= FAR_ENOUGH, (object_id, colour, under)
+    # and each click's mark stands out from its object's fill
+    marks = overlay_pixels(page, list(clicks.values()))
+    for (object_id, colour), mark in zip(colours.items(), marks, strict=True):
+        assert abs(luminance(mark[:3]) - luminance(colour)) >= MARK_STANDS_OUT, (object_id, mark)
+
+    # and in another session, the same objects imported get the same colours
+    work = tmp_path / "work.json"
+    work.write_text(json.dumps(server_annotations(server, session_id)))
+    other = open_default_video(server, page)
+    assert other != session_id
+    page.set_input_files("#import-file", str(work))
+    expect(page.locator("#message")).to_have_text(
+        "Imported the masks and clicks of 1 frame from work.json."
+    )
+    go_to(page, SCENE + 1)
+    page.wait_for_function(
+        "() => document.querySelectorAll('#objects li[data-under]').length === 3"
+    )
+    assert object_colours(page) == colours

@@ -3,16 +3,20 @@
 // only through the GraphQL API, the propagation stream and the frame and export files.
 //
 // Operations that change the session run one after another (`run`), in the order the person
-// made them; a session that expired is reopened and given the page's points again.
+// made them; a session that expired is reopened and given the page's points again. One the
+// server refuses for a while (the session's engine time, the client's limit) waits as long as the
+// server says, counting down with the changes waiting behind it, and is sent again.
 //
 // The session's ID is in the page's address and the page's own part of the work (its objects and
 // clicks; the server holds the masks) in the tab's sessionStorage, so that a reload, or the tab
 // reopened, takes the session up again.
 
 import { Annotations } from "./annotations.js";
+import { pageFrames } from "./frame_numbers.js";
 import { FrameImages } from "./frames.js";
-import { ApiError, graphql, upload } from "./graphql.js";
-import { colourOf, drawBox, drawPoints, hexOf, maskImage, meanUnder, pickColour } from "./overlay.js";
+import { ApiError, graphql, refusal, upload } from "./graphql.js";
+import { assignColour, colourOf, drawBox, drawPoints, hexOf, maskImage, meanUnder, pickColour } from "./overlay.js";
+import { rleEmpty } from "./rle.js";
 import { propagate } from "./stream.js";
 
 const PING_EVERY_MS = 60_000;
@@ -21,6 +25,13 @@ const POINT_RADIUS_PX = 7; // on screen
 // click, so that a hand that trembles still clicks.
 const DRAG_PX = 5;
 const PREFETCH_FRAMES = 24;
+// Refusals that say when to come back, and how often one operation is sent again after them.
+const WAIT_REASONS = {
+  RESOURCE_EXHAUSTED: "This session has used its share of the engine for now",
+  RATE_LIMITED: "This page has sent more work than the server takes at once",
+  SERVER_BUSY: "The server is busy",
+};
+const MAX_WAITS = 30;
 
 const VIDEO = "id path width height frameCount fps";
 const FRAME_MASKS = "frameIndex rleMaskList { objectId rleMask { size counts } }";
@@ -84,7 +95,8 @@ const state = {
   selected: null,
   points: new Map(), // "frame:object" -> [{x, y, label}] in video pixels; a box first (2, 3)
   given: new Set(), // "frame:object" of imported masks without clicks: prompts on the server
-  colours: new Map(), // object ID -> {colour, under}: its colour, decided on its first mask shown
+  colours: new Map(), // object ID -> {colour, under}: its colour, and once its first mask is
+  // shown the mean colour under it (its colour then changed if it was near)
   frameOnCanvas: null, // the frame index whose image the frame canvas holds
   tapLabel: 1,
   drag: null, // the press on the frame that may become a box: {start, end, screen, boxing}
@@ -98,6 +110,8 @@ const state = {
   drawn: 0, // the latest frame request; older ones that arrive late are not drawn
   leaving: false, // a link of the site's header was followed
   importing: false, // an annotation import is under way (it may wait out the server's limits)
+  pending: 0, // operations queued or running
+  receipt: null, // the server's latest receipt for the session: what it has shown it (signed)
 };
 
 // ---- messages
@@ -114,10 +128,52 @@ function complain(text) {
 
 // ---- the session
 
-function run(task) {
-  const next = state.queue.then(task).catch((error) => complain(error.message));
+// Queue an operation; refusals that say when to come back are waited out and sent again, unless
+// the task does that itself (`retry` false).
+function run(task, { retry = true } = {}) {
+  state.pending++;
+  const next = state.queue
+    .then(() => (retry ? withWaits(task) : task()))
+    .catch((error) => complain(error.message))
+    .finally(() => {
+      if (--state.pending === 0) keepReceipt();
+    });
   state.queue = next;
   return next;
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// What waits behind the operation under way, for the messages of a wait.
+function waitingNote() {
+  const waiting = state.pending - 1;
+  if (waiting <= 0) return "";
+  return waiting === 1 ? " 1 more change waits to be sent." : ` ${waiting} more changes wait to be sent.`;
+}
+
+// task(), sent again after each refusal that says when to, once the wait has been counted down.
+async function withWaits(task) {
+  let said = null; // the last wait's message
+  for (let waits = 0; ; waits++) {
+    try {
+      const result = await task();
+      if (said !== null && ui.message.textContent === said) say("");
+      return result;
+    } catch (error) {
+      const reason = error instanceof ApiError ? WAIT_REASONS[error.code] : undefined;
+      if (!reason || !(error.retryAfter > 0) || waits >= MAX_WAITS) throw error;
+      for (let left = Math.ceil(error.retryAfter); left > 0; left--) {
+        ui.editor.dataset.waiting = left;
+        say(`${reason}; sending again in ${left} s.${waitingNote()}`);
+        await sleep(1000);
+      }
+      delete ui.editor.dataset.waiting;
+      said = `${reason}; sending again…${waitingNote()}`;
+      say(said);
+    }
+  }
 }
 
 // Call fn(sessionId); if the session has gone (expired, or the server restarted), open a new
@@ -135,7 +191,9 @@ async function withSession(fn) {
 async function startSession() {
   const data = await graphql(Q.start, { input: { path: state.video.path } });
   adoptSession(data.startSession.sessionId);
+  state.receipt = null;
   remember();
+  keepPlace();
 }
 
 function adoptSession(sessionId) {
@@ -162,12 +220,48 @@ function remember() {
     points: [...state.points],
     given: [...state.given],
     colours: [...state.colours],
+    receipt: state.receipt,
   };
   try {
     sessionStorage.setItem(workKey(state.sessionId), JSON.stringify(work));
   } catch {
     // Storage full or refused: a reload then gets the masks back but not the clicks.
   }
+}
+
+// Where the person was: the frame shown, the propagation's end and its direction, kept apart
+// from the work (it changes with every frame shown) so that a reload comes back there.
+function placeKey(sessionId) {
+  return `annotate:${sessionId}:place`;
+}
+
+function keepPlace() {
+  if (!state.sessionId) return;
+  const place = { frame: state.frameIndex, end: state.endFrame, direction: ui.direction.value };
+  try {
+    sessionStorage.setItem(placeKey(state.sessionId), JSON.stringify(place));
+  } catch {
+    // Storage full or refused: a reload then starts on the first frame.
+  }
+}
+
+// The place kept for the session, within this video; the first frame, both ways, no end if none
+// (or no session).
+function recallPlace(sessionId) {
+  let place = null;
+  try {
+    if (sessionId) place = JSON.parse(sessionStorage.getItem(placeKey(sessionId)));
+  } catch {
+    // As if none was kept.
+  }
+  const last = state.video.frameCount - 1;
+  const inVideo = (value) => Number.isInteger(value) && value >= 0 && value <= last;
+  const directions = [...ui.direction.options].map((option) => option.value);
+  return {
+    frame: inVideo(place?.frame) ? place.frame : 0,
+    end: inVideo(place?.end) ? place.end : null,
+    direction: directions.includes(place?.direction) ? place.direction : "both",
+  };
 }
 
 function recall(sessionId) {
@@ -186,6 +280,23 @@ function adoptWork(work) {
   state.points = new Map(work?.points ?? []);
   state.given = new Set(work?.given ?? []);
   state.colours = new Map(work?.colours ?? []);
+  state.receipt = typeof work?.receipt === "string" ? work.receipt : null;
+}
+
+// The server's receipt for the session, kept with the work: should the server lose the session,
+// the work replayed into a new one with it does not spend that one's engine time again (up to
+// what the server had shown; docs/segmentation-api.md). Taken whenever the queue empties.
+async function keepReceipt() {
+  const sessionId = state.sessionId;
+  if (!sessionId) return;
+  try {
+    const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/receipt`);
+    if (!response.ok || sessionId !== state.sessionId) return;
+    state.receipt = (await response.json()).receipt;
+    remember();
+  } catch {
+    // The next one.
+  }
 }
 
 // A reload: the session named in the address, with its masks from the server and the clicks
@@ -249,27 +360,34 @@ function sessionEnded(sessionId) {
 
 function startAgain() {
   ui.startAgain.hidden = true;
-  run(async () => {
-    await startSession();
-    const clicks = new Map(state.points); // the tab's; an export's are given with it
-    const saved = lastExport();
-    if (saved) {
-      await importInto(state.sessionId, saved);
-      adoptExport(saved);
-    }
-    for (const [key, points] of clicks) {
-      const [frameIndex, objectId] = key.split(":").map(Number);
-      applyMasks(await sendPoints(state.sessionId, frameIndex, objectId, points));
-    }
-    renderObjects();
-    drawOverlay();
-    updateButtons();
-    drawTimeline();
-    const what = [];
-    if (saved) what.push(`your last export (${plural(saved.frames.length, "frame")})`);
-    if (clicks.size) what.push("your clicks");
-    say(what.length ? `A new session is open, with ${what.join(" and ")}.` : "A new session is open.");
-  });
+  run(
+    async () => {
+      const receipt = state.receipt; // the lost session's
+      const clicks = state.points.size > 0; // the tab's; an export's go with it
+      const saved = lastExport();
+      try {
+        await withWaits(startSession);
+      } catch (error) {
+        ui.startAgain.hidden = false;
+        throw error;
+      }
+      if (saved) adoptExport(saved);
+      try {
+        const work = replayWork();
+        if (work.frames.length) await importInto(state.sessionId, work, { replay: receipt });
+      } finally {
+        renderObjects();
+        drawOverlay();
+        updateButtons();
+        drawTimeline();
+      }
+      const what = [];
+      if (saved) what.push(`your last export (${plural(saved.frames.length, "frame")})`);
+      if (clicks) what.push("your clicks");
+      say(what.length ? `A new session is open, with ${what.join(" and ")}.` : "A new session is open.");
+    },
+    { retry: false },
+  );
 }
 
 // An annotation file's prompts as the page keeps them: the clicks per "frame:object" in video
@@ -308,31 +426,32 @@ async function showEngine(sessionId) {
   if (response.ok) ui.engine.textContent = `Engine: ${(await response.json()).engine}`;
 }
 
+// The session has gone: a new one, given the page's work back (its clicks, and the masks it
+// imported without clicks), as a replay of the lost session's with its receipt.
 async function reopen() {
+  const receipt = state.receipt;
   await startSession();
-  const given = givenMasks();
-  // The import first: it replaces whatever prompts the session has, and the clicks go on top.
-  if (given.frames.length) await importInto(state.sessionId, given);
-  for (const [key, points] of state.points) {
-    const [frameIndex, objectId] = key.split(":").map(Number);
-    await sendPoints(state.sessionId, frameIndex, objectId, points);
-  }
-  const what = given.frames.length ? "your points and imported masks" : "your points";
+  const work = replayWork();
+  if (work.frames.length) await importInto(state.sessionId, work, { replay: receipt });
+  const given = work.frames.some((frame) => frame.objects.some((item) => !item.points));
+  const what = given ? "your points and imported masks" : "your points";
   say(`The session had ended on the server; it was opened again with ${what}.`);
 }
 
-// The imported masks without clicks (state.given), as an annotation file: only the lost session
-// held them as prompts, and a new one is given them back from the masks the page shows. Those
-// clicked since have their clicks for a prompt instead.
-function givenMasks() {
+// The page's work as an annotation file, for a new session to be given: each object's clicks on
+// a frame (beside the mask the page shows there, or an empty one: the clicks are the prompt), and
+// the imported masks without clicks (state.given), which only the lost session held as prompts.
+function replayWork() {
+  const { width, height } = state.video;
   const frames = new Map();
-  for (const key of state.given) {
-    if (state.points.has(key)) continue;
+  const keys = [...state.points.keys(), ...[...state.given].filter((key) => !state.points.has(key))];
+  for (const key of keys) {
     const [frameIndex, objectId] = key.split(":").map(Number);
     const mask = state.annotations.rle(frameIndex, objectId);
-    if (!mask) continue;
+    const clicked = clicksOf(frameIndex, objectId);
+    if (!clicked && !mask) continue;
     if (!frames.has(frameIndex)) frames.set(frameIndex, []);
-    frames.get(frameIndex).push({ object_id: objectId, mask });
+    frames.get(frameIndex).push({ object_id: objectId, mask: mask ?? rleEmpty(height, width), ...(clicked ?? {}) });
   }
   return {
     video: state.video.path,
@@ -351,6 +470,7 @@ function keepAlive() {
     try {
       const data = await graphql(Q.ping, { input: { sessionId: state.sessionId } });
       if (!data.ping.success) run(reopen);
+      else if (!state.pending) keepReceipt();
     } catch {
       // The next ping, or the next operation, tries again.
     }
@@ -397,7 +517,9 @@ async function showFrame(frameIndex) {
   state.frameIndex = frameIndex;
   ui.scrubber.value = frameIndex;
   ui.frameLabel.textContent = `${frameIndex + 1} / ${state.video.frameCount}`;
+  showEnd();
   drawTimeline();
+  keepPlace();
   const request = ++state.drawn;
   let image;
   try {
@@ -419,20 +541,37 @@ function objectColour(objectId) {
   return state.colours.get(objectId)?.colour ?? colourOf(objectId);
 }
 
-// Each object's colour is decided once, on its first mask shown, from the frame's pixels under
-// it, and then kept: a colour that changed from frame to frame would not name the object.
+function othersColours(objectId) {
+  return [...state.colours].filter(([id]) => id !== objectId).map(([, { colour }]) => colour);
+}
+
+// Objects new to the page take their colours in ID order, apart from the others'
+// (overlay.js's assignColour); those gone give theirs back.
+function assignColours() {
+  for (const objectId of state.colours.keys()) {
+    if (!state.objects.includes(objectId)) state.colours.delete(objectId);
+  }
+  for (const objectId of [...state.objects].sort((a, b) => a - b)) {
+    if (state.colours.has(objectId)) continue;
+    state.colours.set(objectId, { colour: assignColour(objectId, othersColours(objectId)), under: null });
+  }
+}
+
+// Each object's colour is looked at once more, on its first mask shown, against the frame's
+// pixels under it, and then kept: a colour that changed from frame to frame would not name the
+// object.
 function decideColours(masks) {
   if (state.frameOnCanvas !== state.frameIndex) return false; // the canvas holds another frame
   const { width, height } = state.video;
   let frame = null;
   let decided = false;
   for (const [objectId, mask] of masks) {
-    if (state.colours.has(objectId)) continue;
+    const held = state.colours.get(objectId);
+    if (!held || held.under) continue;
     frame ??= ui.frame.getContext("2d").getImageData(0, 0, width, height).data;
     const under = meanUnder(frame, mask);
     if (!under) continue;
-    const taken = state.objects.filter((id) => id !== objectId).map(objectColour);
-    state.colours.set(objectId, { colour: pickColour(colourOf(objectId), under, taken), under });
+    state.colours.set(objectId, { colour: pickColour(held.colour, under, othersColours(objectId)), under });
     decided = true;
   }
   return decided;
@@ -517,13 +656,22 @@ function drawRange(context, step) {
   if (state.endFrame !== null) context.fillRect(state.endFrame * step, 0, Math.max(step, 3), canvas.height);
 }
 
-// Marks the frame shown as the propagation's end; pressed again, clears the mark.
+// Marks the frame shown as the propagation's end, moving the mark there from another frame;
+// pressed on the marked frame itself, clears the mark.
 function markEnd() {
-  state.endFrame = state.endFrame === null ? state.frameIndex : null;
-  const marked = state.endFrame !== null;
-  ui.markEnd.setAttribute("aria-pressed", String(marked));
-  ui.markEnd.textContent = marked ? `Clear end (frame ${state.endFrame + 1})` : "Mark end here";
+  state.endFrame = state.endFrame === state.frameIndex ? null : state.frameIndex;
+  showEnd();
   drawTimeline();
+  keepPlace();
+}
+
+// The end button says what pressing it does on the frame shown.
+function showEnd() {
+  const end = state.endFrame;
+  ui.markEnd.setAttribute("aria-pressed", String(end !== null));
+  if (end === null) ui.markEnd.textContent = "Mark end here";
+  else if (end === state.frameIndex) ui.markEnd.textContent = `Clear end (frame ${end + 1})`;
+  else ui.markEnd.textContent = `Move end here (now frame ${end + 1})`;
 }
 
 // Masks from the server; those of objects removed meanwhile are dropped.
@@ -540,6 +688,7 @@ function applyMasks({ frameIndex, rleMaskList }) {
 // ---- objects
 
 function renderObjects() {
+  assignColours();
   ui.objects.replaceChildren(
     ...state.objects.map((objectId) => {
       const item = document.createElement("li");
@@ -591,7 +740,6 @@ function addObject() {
 
 function removeObject(objectId) {
   state.annotations.removeObject(objectId);
-  state.colours.delete(objectId);
   for (const key of [...state.points.keys()]) if (key.endsWith(`:${objectId}`)) state.points.delete(key);
   for (const key of [...state.given]) if (key.endsWith(`:${objectId}`)) state.given.delete(key);
   state.objects = state.objects.filter((id) => id !== objectId);
@@ -626,7 +774,11 @@ function click(event, label) {
     state.dragged = false;
     return;
   }
-  if (!state.sessionId || state.propagation) return;
+  if (!state.sessionId) {
+    complain("This page has no session on the server: the click is not kept. Start again first.");
+    return;
+  }
+  if (state.propagation) return;
   stopPlaying();
   const frameIndex = state.frameIndex;
   const objectId = state.selected;
@@ -792,7 +944,10 @@ async function startPropagation() {
     let outcome = "done";
     try {
       const bounds = { direction: ui.direction.value, endFrameIndex: state.endFrame };
-      await withSession((sessionId) => propagate(sessionId, startFrame, onFrame, controller.signal, bounds));
+      // Refused before its first frame (the client's limit), it waits and starts again.
+      await withWaits(() =>
+        withSession((sessionId) => propagate(sessionId, startFrame, onFrame, controller.signal, bounds)),
+      );
     } catch (error) {
       if (error.name !== "AbortError") {
         outcome = "failed";
@@ -812,7 +967,7 @@ async function startPropagation() {
       drawTimeline();
       updateButtons();
     }
-  });
+  }, { retry: false });
 }
 
 function resetProgress() {
@@ -930,10 +1085,7 @@ function exportZip() {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(state.annotations.toJSON()),
     });
-    if (!response.ok) {
-      const body = await response.json().catch(() => ({}));
-      throw new Error(`The masks could not be exported: ${body.error ?? response.status}`);
-    }
+    if (!response.ok) throw await refusal(response, (error) => `The masks could not be exported: ${error}`);
     download(await response.blob(), `${stem()}-masks.zip`);
     say("The PNG masks are downloaded.");
   });
@@ -948,10 +1100,7 @@ function exportConverted(url, suffix, what) {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(state.annotations.toJSON()),
     });
-    if (!response.ok) {
-      const body = await response.json().catch(() => ({}));
-      throw new Error(`The ${what} export failed: ${body.error ?? response.status}`);
-    }
+    if (!response.ok) throw await refusal(response, (error) => `The ${what} export failed: ${error}`);
     download(await response.blob(), `${stem()}-${suffix}`);
     say(`The ${what} export is downloaded.`);
   });
@@ -1001,11 +1150,12 @@ async function importFile(file) {
 // client has room in its cost limit and the session engine time; past either it stops, keeps
 // the frames it did and answers 429 with Retry-After and the frames that remain. The page waits
 // that long, counting down, and sends the remaining frames on top of what was imported
-// (append=1), until the import is done; the controls stay disabled meanwhile. The masks of the
-// file's frames, as the server answered them.
+// (append=1), until the import is done; the controls stay disabled meanwhile. With `replay`, the
+// receipt of the session whose work this is (every step sends it). The masks of the file's
+// frames, as the server answered them.
 const RESTORE_TRIES_WITHOUT_PROGRESS = 5;
 
-async function importInto(sessionId, data) {
+async function importInto(sessionId, data, { replay = null } = {}) {
   const total = countMasks(data.frames);
   const answered = [];
   let frames = data.frames;
@@ -1016,8 +1166,11 @@ async function importInto(sessionId, data) {
   updateButtons();
   try {
     for (;;) {
-      const query = append ? "?append=1" : "";
-      const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/annotations${query}`, {
+      const query = new URLSearchParams();
+      if (append) query.set("append", "1");
+      if (replay) query.set("replay", replay);
+      const address = `/sessions/${encodeURIComponent(sessionId)}/annotations${query.size ? `?${query}` : ""}`;
+      const response = await fetch(address, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ video: data.video, frames }),
@@ -1029,7 +1182,7 @@ async function importInto(sessionId, data) {
       }
       const wait = Number(response.headers.get("Retry-After"));
       if (response.status !== 429 || !(wait > 0) || idle >= RESTORE_TRIES_WITHOUT_PROGRESS) {
-        const message = body.error ?? `the import failed (${response.status})`;
+        const message = pageFrames(body.error) ?? `the import failed (${response.status})`;
         const partly = restored ? ` (${restored} of ${total} masks were restored, the rest were not)` : "";
         throw new ApiError(`${message}${partly}`, body.code);
       }
@@ -1042,10 +1195,10 @@ async function importInto(sessionId, data) {
       append ||= imported.size > 0;
       idle = imported.size ? 0 : idle + 1;
       for (let left = wait; left > 0; left--) {
-        say(`Restored ${restored} of ${total} masks; continuing in ${left} s.`);
-        await new Promise((resolve) => setTimeout(resolve, 1000));
+        say(`Restored ${restored} of ${total} masks; continuing in ${left} s.${waitingNote()}`);
+        await sleep(1000);
       }
-      say(`Restored ${restored} of ${total} masks; continuing…`);
+      say(`Restored ${restored} of ${total} masks; continuing…${waitingNote()}`);
     }
   } finally {
     state.importing = false;
@@ -1142,6 +1295,7 @@ function wire() {
     // A select keeps the keys while it has focus: give them back to the page once chosen.
     ui.direction.blur();
     drawTimeline();
+    keepPlace();
   });
   ui.cancel.addEventListener("click", cancelPropagation);
   ui.exportJson.addEventListener("click", exportJson);
@@ -1181,6 +1335,10 @@ async function open() {
   state.annotations = new Annotations(path);
   wire();
   const resumed = new URLSearchParams(location.search).get("session");
+  // A reload comes back to the frame, the end and the direction it left.
+  const place = recallPlace(resumed);
+  state.endFrame = place.end;
+  ui.direction.value = place.direction;
   try {
     if (!resumed) {
       addObject();
@@ -1194,11 +1352,12 @@ async function open() {
   }
   renderObjects();
   keepAlive();
+  keepReceipt();
   ui.play.disabled = ui.scrubber.disabled = ui.goto.disabled = false;
   updateButtons();
   drawTimeline();
-  await showFrame(0);
-  state.frames.prefetch(1, PREFETCH_FRAMES, frameCount);
+  await showFrame(place.frame);
+  state.frames.prefetch(place.frame + 1, PREFETCH_FRAMES, frameCount);
   ui.editor.dataset.ready = "true";
 }
 

@@ -3,6 +3,8 @@
 // compressed files (tens of kB each) and decodes one when it is shown, so even a long video's
 // frames fit in memory.
 
+import { pageFrames } from "./frame_numbers.js";
+
 const KEPT = 600;
 
 export class FrameImages {
@@ -44,7 +46,7 @@ export class FrameImages {
     const response = await fetch(this.url(frameIndex));
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
-      throw new Error(body.error ?? `frame ${frameIndex} could not be loaded (${response.status})`);
+      throw new Error(pageFrames(body.error) ?? `frame ${frameIndex + 1} could not be loaded (${response.status})`);
     }
     return response.blob();
   }

@@ -1,13 +1,31 @@
 // The GraphQL API, as any client uses it: JSON POSTs, and file uploads by the GraphQL multipart
-// request specification (through XMLHttpRequest, whose upload reports progress).
+// request specification (through XMLHttpRequest, whose upload reports progress). Its errors'
+// messages count frames as the page does (frame_numbers.js).
+
+import { pageFrames } from "./frame_numbers.js";
 
 const ENDPOINT = "/graphql";
 
+// retryAfter: the seconds the server asked the client to wait before it sends again, if it did.
 export class ApiError extends Error {
-  constructor(message, code) {
+  constructor(message, code, retryAfter = null) {
     super(message);
     this.code = code;
+    this.retryAfter = retryAfter;
   }
+}
+
+function seconds(value) {
+  const number = Number(value);
+  return value != null && number > 0 ? number : null;
+}
+
+// A plain endpoint's refusal ({"error", "code"} and maybe Retry-After) as an ApiError; `what`
+// words the message (the server's own, its frames counted as the page counts them).
+export async function refusal(response, what = (error) => error) {
+  const body = await response.json().catch(() => ({}));
+  const error = pageFrames(body.error) ?? `the server answered ${response.status}`;
+  return new ApiError(what(error), body.code ?? "HTTP", seconds(response.headers.get("Retry-After")));
 }
 
 export async function graphql(query, variables = {}, { keepalive = false } = {}) {
@@ -22,7 +40,7 @@ export async function graphql(query, variables = {}, { keepalive = false } = {})
   } catch {
     throw new ApiError("The server cannot be reached.", "NETWORK");
   }
-  return answer(response.status, await response.text());
+  return answer(response.status, await response.text(), response.headers.get("Retry-After"));
 }
 
 // Send `file` as the variable `fileVariable`; onProgress(share) as it goes out.
@@ -39,7 +57,7 @@ export function upload(query, variables, fileVariable, file, onProgress) {
     });
     request.addEventListener("load", () => {
       try {
-        resolve(answer(request.status, request.responseText));
+        resolve(answer(request.status, request.responseText, request.getResponseHeader("Retry-After")));
       } catch (error) {
         reject(error);
       }
@@ -51,7 +69,7 @@ export function upload(query, variables, fileVariable, file, onProgress) {
   });
 }
 
-function answer(status, text) {
+function answer(status, text, retryAfter) {
   let body;
   try {
     body = JSON.parse(text);
@@ -60,7 +78,8 @@ function answer(status, text) {
   }
   if (body.errors?.length) {
     const [first] = body.errors;
-    throw new ApiError(first.message, first.extensions?.code ?? "GRAPHQL");
+    const wait = seconds(first.extensions?.retryAfter ?? retryAfter);
+    throw new ApiError(pageFrames(first.message), first.extensions?.code ?? "GRAPHQL", wait);
   }
   return body.data;
 }

@@ -1,16 +1,23 @@
 // Drawing over a frame: each object's mask as a translucent fill in its colour inside an opaque
-// outline, dark on a light fill and light on a dark one, the clicked points (a filled disc
-// with a plus for "object here", a minus for "not here") and the box prompt, a rectangle. An
-// object's colour is its own from the palette unless the object itself is near that colour
-// (object 1's red on a red ball): then the palette's colour farthest from the object's is taken
-// (`pickColour`).
+// outline, dark on a light fill and light on a dark one, the clicked points (a disc with a plus
+// for "object here", a minus for "not here", each drawn against its fill) and the box prompt, a
+// rectangle.
+//
+// An object's colour is its ID's from the palette, the first of the session's objects to take
+// it (an object whose ID's colour another object holds takes the palette's next free one), so
+// that colours stay apart within a session and the same objects get the same colours in any
+// session (`assignColour`). Where the object itself is near its colour (object 1's red on a red
+// ball), its fill is taken instead from colours kept for that, which no ID has, the farthest
+// from the colours under its mask (`pickColour`): it cannot meet another object's own colour.
 
-// Distinct colours, one per object in order; past the last, they come round again.
+// Well-separated colours (no two nearer than 90 in RGB), one per object ID in order; past the
+// last, they come round again.
 export const COLOURS = [
-  [255, 64, 64], [64, 160, 255], [255, 200, 0], [60, 200, 90], [190, 90, 255],
-  [255, 130, 30], [0, 210, 210], [255, 90, 190], [150, 200, 40], [120, 120, 255],
-  [200, 150, 100], [0, 150, 110], [255, 160, 160], [100, 60, 200], [230, 230, 120],
+  [255, 64, 64], [64, 160, 255], [255, 200, 0], [60, 200, 90], [150, 70, 255],
+  [0, 230, 200], [255, 90, 190], [150, 90, 20], [180, 250, 60], [30, 40, 150],
 ];
+// For an object that lies near its own colour: no ID's colour, and apart from those too.
+export const AWAY_COLOURS = [[0, 120, 120], [150, 0, 90], [0, 90, 0], [150, 220, 255], [255, 180, 150]];
 // Over half opaque: a fill chosen away from the object's colour must not mix back into it (cyan at
 // 45% over the red ball read as grey).
 export const FILL_ALPHA = 150;
@@ -24,6 +31,19 @@ const LIGHT_FILL = 140; // luminance (0-255) above which a fill takes the dark o
 export function colourOf(objectId) {
   const count = COLOURS.length;
   return COLOURS[(((objectId - 1) % count) + count) % count]; // IDs from 1; 0 takes the last
+}
+
+function same(a, b) {
+  return a[0] === b[0] && a[1] === b[1] && a[2] === b[2];
+}
+
+// A new object's colour: its ID's, or if another object holds that, the palette's next one that
+// none holds (then a kept one; all held: its ID's all the same). `taken`: the others' colours.
+export function assignColour(objectId, taken) {
+  const free = (colour) => !taken.some((other) => same(other, colour));
+  const start = COLOURS.indexOf(colourOf(objectId));
+  const order = [...COLOURS.slice(start), ...COLOURS.slice(0, start), ...AWAY_COLOURS];
+  return order.find(free) ?? colourOf(objectId);
 }
 
 export function hexOf([red, green, blue]) {
@@ -56,13 +76,15 @@ export function meanUnder(pixels, mask) {
   return count ? sum.map((value) => Math.round(value / count)) : null;
 }
 
-// The object's own colour if it stands out from the mean colour under its mask; else the palette's
-// farthest from that mean, among those other objects do not show (while any is left), so that
-// objects stay told apart.
+// The object's own colour if it stands out from the mean colour under its mask; else the kept
+// colour farthest from that mean that no other object shows (all shown: any colour none shows;
+// none: the farthest), so that objects stay told apart. `taken`: the others' colours.
 export function pickColour(own, under, taken) {
   if (distance(own, under) >= FAR_ENOUGH) return own;
-  const free = COLOURS.filter((colour) => !taken.some((other) => distance(other, colour) === 0));
-  const candidates = free.length ? free : COLOURS;
+  const free = (colour) => !taken.some((other) => same(other, colour));
+  const away = AWAY_COLOURS.filter(free);
+  const any = [...COLOURS, ...AWAY_COLOURS].filter(free);
+  const candidates = away.length ? away : any.length ? any : AWAY_COLOURS;
   return candidates.reduce((best, colour) => (distance(colour, under) > distance(best, under) ? colour : best));
 }
 
@@ -126,8 +148,12 @@ export function drawBox(context, a, b, objectColour, lineWidth, { dashed = false
 
 // Points [{x, y, label}] in video pixels, in their object's colour [r, g, b]; radius in video
 // pixels. A box's corners (labels 2 and 3, as addPoints takes them) are drawn as its rectangle.
+// A point lies on its object's fill (or just beside it), so its marks are in the fill's outline
+// colour, which stands out from it: a disc of the object's colour ringed and crossed in it for
+// "object here", a disc of it with the object's colour for "not here".
 export function drawPoints(context, points, objectColour, radius) {
   const colour = hexOf(objectColour);
+  const contrast = hexOf(outlineOf(objectColour));
   const topLeft = points.find((p) => p.label === 2);
   const bottomRight = points.find((p) => p.label === 3);
   if (topLeft && bottomRight) drawBox(context, topLeft, bottomRight, objectColour, radius / 3);
@@ -136,9 +162,9 @@ export function drawPoints(context, points, objectColour, radius) {
     if (label > 1) continue;
     context.beginPath();
     context.arc(x, y, radius, 0, 2 * Math.PI);
-    context.fillStyle = label ? colour : "#101418";
+    context.fillStyle = label ? colour : contrast;
     context.fill();
-    context.strokeStyle = label ? "#ffffff" : colour;
+    context.strokeStyle = label ? contrast : colour;
     context.stroke();
     context.beginPath();
     context.moveTo(x - radius / 2, y);

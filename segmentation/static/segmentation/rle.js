@@ -57,3 +57,17 @@ export function rleIsEmpty({ counts }) {
   const runs = rleRuns(counts);
   return runs.every((length, index) => index % 2 === 0 || length === 0);
 }
+
+// The mask of H x W that covers nothing: one run of background, written as above.
+export function rleEmpty(height, width) {
+  let value = height * width;
+  let counts = "";
+  for (;;) {
+    let group = value % 32;
+    value = Math.floor(value / 32);
+    const more = value > 0 || group & 0x10; // a last group with 0x10 set would read as negative
+    if (more) group |= 0x20;
+    counts += String.fromCharCode(group + 48);
+    if (!more) return { size: [height, width], counts };
+  }
+}

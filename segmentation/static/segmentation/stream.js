@@ -2,7 +2,7 @@
 // per frame, each a JSON {"frame_index", "results": [{"object_id", "mask"}]} with its length
 // and the frame count in the part's headers.
 
-import { ApiError } from "./graphql.js";
+import { ApiError, refusal } from "./graphql.js";
 
 const HEAD_END = [13, 10, 13, 10]; // \r\n\r\n
 const text = new TextDecoder();
@@ -25,10 +25,7 @@ export async function propagate(sessionId, startFrameIndex, onFrame, signal, bou
     if (error.name === "AbortError") throw error;
     throw new ApiError("The server cannot be reached.", "NETWORK");
   }
-  if (!response.ok) {
-    const body = await response.json().catch(() => ({}));
-    throw new ApiError(body.error ?? `The server answered ${response.status}.`, body.code ?? "HTTP");
-  }
+  if (!response.ok) throw await refusal(response);
   const reader = response.body.getReader();
   let buffer = new Uint8Array(0);
   for (;;) {

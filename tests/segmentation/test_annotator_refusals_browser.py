@@ -1,0 +1,175 @@
+"""The annotator when the server makes it wait, in a real browser (Debian's Chromium) against the
+real server (issue 48, item 2): *Start again* after a restart gives the lost session's work back
+without waiting on engine time the work had spent before, and an operation the server refuses
+for a while is counted down on the page and sent again by itself, with the clicks made meanwhile
+said to wait and then sent. The servers' sessions may spend a burst of one engine-second, then a
+hundredth of a core (the restart's server, which the test restarts on the same port, the tab's
+origin, and VAR_DIR, whose secret key signs the receipts), or a tenth (the other's, so that its
+waits are short)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from playwright.sync_api import expect
+
+from segmentation.demo_video import demo_masks
+from tests.conftest import free_port, running_server
+from tests.segmentation.test_annotator_browser import (
+    FRAMES,
+    click_at,
+    farthest,
+    open_default_video,
+    server_annotations,
+)
+from tests.segmentation.test_annotator_import_browser import ENDED
+from tests.segmentation.test_annotator_restore_browser import RECORD_MESSAGES
+from tests.segmentation.test_annotator_workplace_browser import click_on_box, go_to
+from tests.segmentation.test_engine_budget import click
+
+# The client's cost limit is not what these tests are about (the replay is charged to it).
+LIMITS = {"SESSION_ENGINE_BURST_SEC": "1", "RATE_LIMIT_COST": "100000/m"}
+CLICKED = (0, 30, 60, 90)  # the frames the restart test clicks on, 0-based
+WAIT = "This session has used its share of the engine for now"
+
+
+class Server:
+    """The real server on a port of its own, restarted on demand (the module's servers share a
+    VAR_DIR, each with its own logs)."""
+
+    def __init__(self, var_dir: Path, name: str, *, share_percent: int) -> None:
+        self.var_dir, self.name, self.port, self.starts = var_dir, name, free_port(), 0
+        self.limits = {**LIMITS, "SESSION_ENGINE_SHARE_PERCENT": str(share_percent)}
+        self._running = contextlib.ExitStack()
+        self.start()
+
+    def start(self) -> None:
+        self.starts += 1
+        log = f"daphne-{self.name}-{self.starts}.log"
+        self.url = self._running.enter_context(
+            running_server(self.var_dir, port=self.port, log_name=log, **self.limits)
+        )
+
+    def restart(self) -> None:
+        self._running.close()
+        self.start()
+
+    def stop(self) -> None:
+        self._running.close()
+
+
+@pytest.fixture(scope="module")
+def restarting_server(default_video_var: Path) -> Iterator[Server]:
+    server = Server(default_video_var, "restarting", share_percent=1)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def server(default_video_var: Path) -> Iterator[Server]:
+    server = Server(default_video_var, "waiting", share_percent=10)
+    yield server
+    server.stop()
+
+
+def is_receipt(response) -> bool:
+    return response.url.endswith("/receipt")
+
+
+def test_start_again_after_a_restart_gives_the_work_back_without_waiting(
+    restarting_server, page
+) -> None:
+    server = restarting_server
+    # given the box clicked on four frames, propagated through the video and exported, the
+    # page holding the server's receipt for it
+    first = open_default_video(server.url, page)
+    for frame_index in CLICKED:
+        go_to(page, frame_index + 1)
+        click_on_box(page, frame_index)
+    go_to(page, 1)
+    page.click("#propagate")
+    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+    with page.expect_download(), page.expect_response(is_receipt):
+        page.click("#export-json")
+
+    # when the server restarts, the page is reloaded and the person starts again
+    server.restart()
+    page.reload()
+    page.wait_for_selector("#editor[data-ready=true]")
+    assert page.text_content("#message") == (
+        f"{ENDED} with your last export ({FRAMES} frames) and your clicks on 4 frames."
+    )
+    refused = []
+    page.on("response", lambda r: refused.append(r.url) if r.status == 429 else None)
+    page.click("#start-again")
+
+    # then the work is given back at once, without a refusal, and the new session holds it
+    expect(page.locator("#message")).to_have_text(
+        f"A new session is open, with your last export ({FRAMES} frames) and your clicks.",
+        timeout=60_000,
+    )
+    assert refused == []
+    second = page.get_attribute("#editor", "data-session-id")
+    assert second != first
+    frames = server_annotations(server.url, second)["frames"]
+    assert [frame["frame_index"] for frame in frames] == list(range(FRAMES))
+    clicked = [frame["frame_index"] for frame in frames if "points" in frame["objects"][0]]
+    assert clicked == list(CLICKED)
+    assert page.is_enabled("#propagate")
+    assert page.is_enabled("#add-object")
+
+
+def spend_engine_time(server: str, session_id: str) -> int:
+    """Click on the session from outside the page, a new frame each time, until the session is
+    refused with a wait of at least 2 s (a shorter one is waited out first); the wait."""
+    for frame_index in range(20, 80):
+        answer = click(server, session_id, frame=frame_index, points=1)
+        wait = int(answer.headers.get("Retry-After", 0))
+        if wait >= 2:
+            return wait
+        time.sleep(wait)
+    raise AssertionError("the session's engine time was never spent")
+
+
+def test_a_refused_click_is_counted_down_and_sent_again_with_the_clicks_made_meanwhile(
+    server, page
+) -> None:
+    # given a session whose engine time has just been spent, and frame 11 shown
+    session_id = open_default_video(server.url, page)
+    go_to(page, 11)
+    page.evaluate(RECORD_MESSAGES)
+    wait = spend_engine_time(server.url, session_id)
+
+    # when the person clicks on the box, then once more beside that click
+    box = demo_masks(10)["box"]
+    x, y = farthest(box, (-100, -100))
+    click_at(page, x, y)
+    expect(page.locator("#message")).to_contain_text(f"{WAIT}; sending again in")
+    second = farthest(box, (x, y))
+    click_at(page, *second)
+
+    # then the page counts the wait down, says the second click waits, and sends both
+    def sent() -> list[list[float]] | None:
+        for frame in server_annotations(server.url, session_id)["frames"]:
+            for item in frame["objects"]:
+                if frame["frame_index"] == 10 and item["object_id"] == 1:
+                    return item.get("points")
+        return None
+
+    deadline = time.monotonic() + wait + 20
+    while (sent() is None or len(sent()) != 2) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(sent() or []) == 2
+    waits = [text for text, _ in page.evaluate("window.shown") if text.startswith(WAIT)]
+    assert waits[0] in {f"{WAIT}; sending again in {n} s." for n in range(1, wait + 1)}
+    assert any(text.endswith(" 1 more change waits to be sent.") for text in waits), waits
+    expect(page.locator("#message")).to_have_text("")
+    assert page.text_content("#objects li.selected .object-pick") == (
+        "Object 1 · clicked on 1 frame"
+    )
+    assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
