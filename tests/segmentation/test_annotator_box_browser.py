@@ -25,7 +25,7 @@ from tests.segmentation.test_annotator_browser import (
     overlay_pixel,
     server_annotations,
 )
-from tests.segmentation.test_annotator_workplace_browser import OVERLAY_DIGEST, rgb_of
+from tests.segmentation.test_annotator_workplace_browser import overlay_settled, rgb_of
 
 MARGIN = 8  # video pixels between the box object and the box drawn around it
 # Box prompts on the classic engine (GrabCut's rectangle) find the box object this well, at least
@@ -155,13 +155,13 @@ def test_a_drag_draws_a_box_that_lives_with_the_clicks(server, page, tmp_path: P
     with page.expect_response(is_add_points):
         page.mouse.click(*top_left)  # on the point it made: removes that point
     assert sent[3]["labels"] == [2, 3, 1]
-    overlay = page.evaluate(OVERLAY_DIGEST)
+    overlay = overlay_settled(page)
 
     # after a reload the box is still there, drawn as it was
     page.reload()
     page.wait_for_selector("#editor[data-ready=true]")
     page.wait_for_selector("#editor[data-frame-shown='0']")
-    assert page.evaluate(OVERLAY_DIGEST) == overlay
+    assert overlay_settled(page) == overlay
     assert overlay_pixel(page, edge_x, edge_y) == [*colour, 255]
 
     # the export carries it, first

@@ -204,6 +204,19 @@ OVERLAY_DIGEST = """() => {
 }"""
 
 
+def overlay_settled(page) -> list[int]:
+    """The overlay's digest once two reads 0.1 s apart agree: a mask is drawn a moment after its
+    answer comes (and again if its object's colour changes with what lies under it)."""
+    last = page.evaluate(OVERLAY_DIGEST)
+    for _ in range(50):
+        page.wait_for_timeout(100)
+        now = page.evaluate(OVERLAY_DIGEST)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"the overlay kept changing for 5 s: {last}")
+
+
 def object_labels(page) -> list[str]:
     return page.locator("#objects li .object-pick").all_text_contents()
 
@@ -229,7 +242,7 @@ def test_a_reload_takes_the_session_up_again_with_its_objects_clicks_and_masks(
     go_to(page, 1)
     page.wait_for_selector("#editor[data-frame-shown='0']")
     labels = object_labels(page)
-    overlay = page.evaluate(OVERLAY_DIGEST)
+    overlay = overlay_settled(page)
     masks = server_annotations(server, session_id)
 
     # when
@@ -243,7 +256,7 @@ def test_a_reload_takes_the_session_up_again_with_its_objects_clicks_and_masks(
     assert labels == ["Object 1 · clicked on 1 frame", "Object 2 · clicked on 2 frames"]
     assert object_labels(page) == labels
     assert page.text_content("#objects li.selected .object-pick") == labels[0]
-    assert page.evaluate(OVERLAY_DIGEST) == overlay
+    assert overlay_settled(page) == overlay
     assert overlay[0] > 1000
     assert server_annotations(server, session_id) == masks
     assert [frame["frame_index"] for frame in masks["frames"]] == [0, 10]
