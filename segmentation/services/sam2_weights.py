@@ -19,7 +19,6 @@ from pathlib import Path
 import requests
 
 from segmentation.engines.sam2.catalogue import OFFICIAL, OfficialCheckpoint
-from segmentation.engines.sam2.checkpoint import CheckpointError, checkpoint_load
 
 CHUNK = 1 << 16  # what a cut connection loses at most of what it had sent
 ATTEMPTS = 4  # a connection cut mid-way is resumed this many times before giving up
@@ -159,6 +158,9 @@ def _verify(part: Path, sha256: str | None) -> None:
                 f"checksum mismatch: expected SHA-256 {sha256.lower()}, the {size} bytes that came"
                 f" have {digest.hexdigest()}; the download was removed"
             )
+    # PyTorch is imported only here: the list, and a fetch until its file is whole, need none of it.
+    from segmentation.engines.sam2.checkpoint import CheckpointError, checkpoint_load
+
     try:
         checkpoint_load(part)
     except CheckpointError as error:
