@@ -17,6 +17,7 @@ run: prepare
 	@echo "  TV viewer                 $(URL)/tv/"
 	@echo "  Channel admin             $(URL)/tv/admin/  (staff login)"
 	@echo "  GraphQL API and GraphiQL  $(URL)/graphql"
+	@echo "  Documentation             $(URL)/docs/"
 	@echo "  Health                    $(URL)/healthz"
 	@echo "  Django admin              $(URL)/admin/  (make a login: $(BIN)/python manage.py createsuperuser)"
 	@echo

@@ -7,7 +7,8 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
 from config.admin_login import ThrottledLoginForm, admin_login
-from config.docs_pages import docs_page
+from config.docs_pages import docs_index, docs_missing, docs_page, docs_page_unsuffixed
+from config.favicon import favicon_ico, favicon_svg
 from config.graphql import ApiView
 from config.healthz import healthz
 from segmentation.admin import sessions_admin
@@ -16,7 +17,13 @@ admin.site.login_form = ThrottledLoginForm
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("docs/", docs_index, name="docs_index"),
     path("docs/<slug:name>.md", docs_page, name="docs_page"),
+    path("docs/<slug:name>", docs_page_unsuffixed, name="docs_page_unsuffixed"),
+    path("docs/<path:rest>", docs_missing, name="docs_missing"),
+    # Browsers ask for /favicon.ico on pages that link no icon; the site's pages link the SVG.
+    path("favicon.ico", favicon_ico, name="favicon_ico"),
+    path("favicon.svg", favicon_svg, name="favicon_svg"),
     # Cross-origin API clients (the SAM 2 demo frontend) send no CSRF token.
     path("graphql", csrf_exempt(ApiView.as_view(graphiql=True)), name="graphql"),
     # Before the admin's own route to its login: failed logins are throttled (answered 429).

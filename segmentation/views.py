@@ -65,7 +65,7 @@ from segmentation.models import Video
 from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id, videos_at
 from segmentation.services.annotation_imports import session_annotations_import
 from segmentation.services.coco_instances import coco_instances_build
-from segmentation.services.engines import engine_describe
+from segmentation.services.engines import engine_describe, engine_given_masks_run_model
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
 from segmentation.services.session_types import FrameMasks, Propagation
@@ -352,7 +352,8 @@ async def annotations_import(request: HttpRequest, session_id: str) -> HttpRespo
     if refused is not None:
         return refused
     meter = _FrameMeter(
-        CostMeter(address=client_address(request), kind="cost", rate=settings.RATE_LIMIT_COST)
+        CostMeter(address=client_address(request), kind="cost", rate=settings.RATE_LIMIT_COST),
+        given_masks_run_model=engine_given_masks_run_model(),
     )
     try:
         data, video = await sync_to_async(_parsed)(body)
@@ -391,13 +392,15 @@ async def annotations_import(request: HttpRequest, session_id: str) -> HttpRespo
 
 class _FrameMeter:
     """The client's cost limit, charged a frame's prompts as the ``addPoints`` they replay
-    (``annotation_imports.ImportMeter``)."""
+    (``annotation_imports.ImportMeter``), its given masks as the engine takes them."""
 
-    def __init__(self, meter: CostMeter) -> None:
+    def __init__(self, meter: CostMeter, *, given_masks_run_model: bool) -> None:
         self.meter = meter
+        self.given_masks_run_model = given_masks_run_model
 
     def take(self, frame: FrameMasks) -> int | None:
-        return self.meter.take(frame_cost(frame))
+        cost = frame_cost(frame, given_masks_run_model=self.given_masks_run_model)
+        return self.meter.take(cost)
 
     def give_back(self) -> None:
         self.meter.give_back()

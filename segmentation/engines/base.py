@@ -6,7 +6,8 @@ per video. A state holds the prompts (clicked points per object and frame) and a
 - :meth:`VideoState.add_points`: new clicks for one object on one frame; returns the masks of
   every object on that frame.
 - :meth:`VideoState.add_mask`: one object's whole mask on one frame (SAM 2's ``add_new_mask``),
-  an anchor for propagation just as a clicked frame is.
+  an anchor for propagation just as a clicked frame is; :meth:`VideoState.give_mask` the same
+  without the answer (an import gives a frame's objects one by one and asks for its masks once).
 - :meth:`VideoState.clear_points_in_frame`, :meth:`VideoState.clear_points_in_video`,
   :meth:`VideoState.remove_object`: forget prompts.
 - :meth:`VideoState.propagate`: carry the masks through the video, from a start frame forward to
@@ -171,6 +172,10 @@ class Engine(abc.ABC):
 
     name: ClassVar[str]
     Options: ClassVar[type[EngineOptions]] = EngineOptions
+    # Whether a mask given as a prompt (:meth:`VideoState.add_mask`) runs the model, as a click
+    # does (SAM 2 decodes it on the frame's features for the object's pointer), rather than
+    # being kept as it is: what an imported mask is charged (segmentation/graphql/cost.py).
+    given_masks_run_model: ClassVar[bool] = True
 
     def __init__(self, options: EngineOptions | None = None) -> None:
         self.options = options if options is not None else self.Options()
@@ -231,13 +236,20 @@ class VideoState(abc.ABC):
     def add_mask(self, *, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
         """Give ``object_id``'s mask on ``frame_index`` (boolean or 0/1, the video's height x
         width); it replaces the object's clicks there. The masks of every object there."""
+        self.give_mask(frame_index=frame_index, object_id=object_id, mask=mask)
+        return self._masks(frame_index)
+
+    def give_mask(self, *, frame_index: int, object_id: int, mask: np.ndarray) -> None:
+        """:meth:`add_mask` without its answer: every object's mask on the frame, put together
+        at the video's size, costs more than keeping the given one, and an import asks for it
+        once a frame, after all of the frame's objects."""
         self._check_frame(frame_index)
         self._check_object(object_id)
         given = self._given_mask(mask)
         self.prompts.get(object_id, {}).pop(frame_index, None)
         if object_id not in self.object_ids:
             self.object_ids.append(object_id)
-        return self._masked(frame_index, object_id, given)
+        self._masked(frame_index, object_id, given)
 
     def clear_points_in_frame(self, *, frame_index: int, object_id: int) -> Masks:
         """Forget ``object_id``'s clicks on ``frame_index``; the masks of every object there."""
@@ -324,9 +336,9 @@ class VideoState(abc.ABC):
         """Recompute ``object_id`` on ``frame_index`` from its prompts there; every mask there."""
 
     @abc.abstractmethod
-    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> None:
         """``object_id``'s mask on ``frame_index`` is ``mask`` (bool, the video's size), an
-        anchor; every mask there."""
+        anchor."""
 
     @abc.abstractmethod
     def _masks(self, frame_index: int) -> Masks:

@@ -30,9 +30,15 @@ for a client otherwise idle in its window, while a flood of them is still held t
   :data:`EXPORT` per request, charged with the reading, before the file is parsed;
 - an annotation import (``POST /sessions/<id>/annotations``): besides, each frame as the
   ``addPoints`` it replays (:func:`frame_cost`: each object's clicks on the frame as one
-  ``addPoints``, a mask given without clicks as one without points), charged before the frame
-  is imported and only if the client has room for it; past its limit the import stops there,
-  keeps what it did, and is continued later (``segmentation/services/annotation_imports.py``).
+  ``addPoints``; a mask given without clicks as one without points where the engine runs its
+  model on it, SAM 2, and as a root field's 1 alone where it keeps the mask as it is, classic:
+  there it reads no frame, and keeping it takes about 2 ms where a click's cut takes 50 to 100),
+  charged before the frame is imported and only if the client has room for it; past its limit
+  the import stops there, keeps what it did, and is continued later
+  (``segmentation/services/annotation_imports.py``). Priced as clicks, a propagated export of
+  the default video (3 objects on its 144 frames) was charged 3,300 with the classic engine,
+  over a minute's limit (``RATE_LIMIT_COST``, 3,000) on its own: the page waited for the next
+  minute to import the rest (issue 48); it is charged 500 now.
   Each prompt must be one that GraphQL would take as one request (:func:`import_prompts_check`:
   at most ``GRAPHQL_MAX_COST``, 21 points with the defaults); the file as a whole may have any
   number of them.
@@ -114,9 +120,14 @@ def prompts_cost(prompts: Iterable[tuple[int, int]]) -> int:
     return cost + FRAME * len(frames)
 
 
-def frame_cost(frame: FrameMasks) -> int:
-    """What importing the frame's prompts costs, as the ``addPoints`` they replay."""
-    return prompts_cost((frame.frame_index, len(item.points or ())) for item in frame.objects)
+def frame_cost(frame: FrameMasks, *, given_masks_run_model: bool = True) -> int:
+    """What importing the frame's prompts costs, as the ``addPoints`` they replay; a mask given
+    without clicks costs 1 alone unless ``given_masks_run_model`` (see the module)."""
+    if given_masks_run_model:
+        return prompts_cost((frame.frame_index, len(item.points or ())) for item in frame.objects)
+    clicked = [item for item in frame.objects if item.points is not None]
+    kept = len(frame.objects) - len(clicked)
+    return kept + prompts_cost((frame.frame_index, len(item.points)) for item in clicked)
 
 
 def import_prompts_check(annotations: Annotations, *, max_cost: int) -> None:

@@ -7,7 +7,7 @@ from functools import cache
 
 from django.conf import settings
 
-from segmentation.engines import engine_create
+from segmentation.engines import engine_class, engine_create
 from segmentation.engines.base import Engine
 
 logger = logging.getLogger(__name__)
@@ -16,6 +16,13 @@ logger = logging.getLogger(__name__)
 @cache
 def engine_get() -> Engine:
     return engine_create(settings.SEGMENTATION_ENGINE, settings.SEGMENTATION_ENGINE_OPTIONS)
+
+
+def engine_given_masks_run_model() -> bool:
+    """Whether the sessions' engine runs its model on a mask given as a prompt
+    (:attr:`Engine.given_masks_run_model`). The engine's class answers, so a web process whose
+    sessions live in inference workers, which holds no engine, answers as they would."""
+    return engine_class(settings.SEGMENTATION_ENGINE).given_masks_run_model
 
 
 def engine_describe() -> str:

@@ -589,7 +589,7 @@ def _import_object(state: VideoState, frame_index: int, item: ObjectMask) -> Non
         mask = rle_decode(item.rle)
     except ValueError as error:
         raise BadUserInput(f"frame {frame_index}, object {item.object_id}: {error}") from None
-    state.add_mask(frame_index=frame_index, object_id=item.object_id, mask=mask)
+    state.give_mask(frame_index=frame_index, object_id=item.object_id, mask=mask)
 
 
 @contextlib.contextmanager

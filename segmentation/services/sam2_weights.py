@@ -5,6 +5,8 @@ whole and verified (its SHA-256, where one is known, and a load of its state dic
 rename: a stopped download never leaves a file that looks like a checkpoint. A ``.part`` left by
 a stopped download is resumed with an HTTP ``Range`` request; a server that ignores ranges sends
 the whole file again. Proxies follow requests' usual environment variables (``HTTPS_PROXY``...).
+A file fetched some other way (a browser, another machine) is copied in the same way and
+verified the same before it is kept (:func:`weights_place`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from pathlib import Path
 import requests
 
 from segmentation.engines.sam2.catalogue import OFFICIAL, OfficialCheckpoint
-from segmentation.engines.sam2.checkpoint import CheckpointError, checkpoint_load
 
 CHUNK = 1 << 16  # what a cut connection loses at most of what it had sent
 ATTEMPTS = 4  # a connection cut mid-way is resumed this many times before giving up
@@ -34,6 +35,16 @@ Progress = Callable[[int, int | None], None]
 
 class WeightsError(Exception):
     """A download that could not be completed or verified; the message says why."""
+
+
+class DownloadFailed(WeightsError):
+    """Nothing more could be fetched from the address (the connection failed, or the server
+    refused); ``kept_bytes`` of the file were kept in ``part`` for the next try (0: none)."""
+
+    def __init__(self, message: str, *, part: Path, kept_bytes: int) -> None:
+        super().__init__(message)
+        self.part = part
+        self.kept_bytes = kept_bytes
 
 
 @dataclass(frozen=True)
@@ -76,13 +87,30 @@ def weights_fetch(
             break
         except RETRIED as error:
             if attempt == ATTEMPTS:
-                have = part.stat().st_size if part.is_file() else 0
+                have = _size(part)
                 kept = f"{have} bytes are kept in {part}" if have else "nothing came"
-                raise WeightsError(
+                raise DownloadFailed(
                     f"{url}: the connection failed {ATTEMPTS} times ({error.__class__.__name__});"
-                    f" {kept}, run the command again to resume"
+                    f" {kept}",
+                    part=part,
+                    kept_bytes=have,
                 ) from error
             time.sleep(min(2 ** (attempt - 1), 8) * 0.25)
+    _verify(part, sha256)
+    part.replace(destination)
+    return destination
+
+
+def weights_place(*, source: Path, destination: Path, sha256: str | None) -> Path:
+    """Copy ``source``, a checkpoint fetched some other way, to ``destination``, verified as a
+    download is (``sha256`` when given, and a load of the state dict) before the rename; the
+    source is left as it was. A stopped download's ``.part`` is replaced."""
+    if not source.is_file():
+        raise WeightsError(f"{source}: no such file")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    _check_space(destination.parent, source.stat().st_size)
+    part = _part(destination)
+    shutil.copyfile(source, part)
     _verify(part, sha256)
     part.replace(destination)
     return destination
@@ -107,7 +135,8 @@ def _download(session: requests.Session, url: str, part: Path, progress: Progres
         elif response.status_code == 200:  # the server ignores ranges: from the start
             have, mode = 0, "wb"
         else:
-            raise WeightsError(f"{url}: HTTP {response.status_code} {response.reason}".rstrip())
+            message = f"{url}: HTTP {response.status_code} {response.reason}".rstrip()
+            raise DownloadFailed(message, part=part, kept_bytes=have)
         length = response.headers.get("Content-Length")
         total = have + int(length) if length is not None and length.isdigit() else None
         if total is not None:
@@ -159,12 +188,19 @@ def _verify(part: Path, sha256: str | None) -> None:
                 f"checksum mismatch: expected SHA-256 {sha256.lower()}, the {size} bytes that came"
                 f" have {digest.hexdigest()}; the download was removed"
             )
+    # PyTorch is imported only here: the list, and a fetch until its file is whole, need none of it.
+    from segmentation.engines.sam2.checkpoint import CheckpointError, checkpoint_load
+
     try:
         checkpoint_load(part)
     except CheckpointError as error:
         part.unlink()
         message = f"the download is not a SAM 2 checkpoint ({error}); it was removed"
         raise WeightsError(message) from None
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
 
 
 def _part(destination: Path) -> Path:

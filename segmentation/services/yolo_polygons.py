@@ -45,7 +45,7 @@ def yolo_labels_build(
                     raise Stopped
                 for polygon in mask_polygons(mask=rle_decode(item["mask"])):
                     scaled = polygon / np.array([video.width, video.height], np.float64)
-                    numbers = " ".join(f"{value:.6f}" for value in scaled.ravel())
+                    numbers = " ".join(map("{:.6f}".format, scaled.ravel().tolist()))
                     lines.append(f"{class_of[item['object_id']]} {numbers}\n")
             archive.writestr(f"labels/{frame_index:05d}.txt", "".join(lines))
         archive.writestr("classes.txt", "".join(f"{name}\n" for name in names))
@@ -55,20 +55,23 @@ def yolo_labels_build(
 
 def mask_polygons(*, mask: np.ndarray) -> list[np.ndarray]:
     """One N x 2 array of (x, y) pixel coordinates per connected part of a boolean mask (8-
-    connected, as ``findContours`` follows edges), in the order of the parts' first pixels."""
-    count, labels, stats, _ = cv2.connectedComponentsWithStats(
-        mask.astype(np.uint8), connectivity=8
+    connected, as ``findContours`` follows edges), in the order of the parts' first pixels.
+
+    One ``findContours`` over the whole mask: its two-level hierarchy puts every part's outer
+    edge at the top, a part in another's hole too, and the holes' edges below them (``h[3]``,
+    the parent, is -1 at the top). Each part was labelled and traced alone in its box before:
+    the same outlines, but the labelling alone took 2.7 ms a mask at 854 x 480, where this
+    takes 0.3 (issue 48)."""
+    contours, hierarchy = cv2.findContours(
+        mask.astype(np.uint8), cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE
     )
-    polygons = []
-    for part in range(1, count):  # 0 is the background
-        left, top, width, height = stats[part, :4]
-        # The part alone, in its box: another part in its hole is not its edge.
-        alone = (labels[top : top + height, left : left + width] == part).astype(np.uint8)
-        contours, _ = cv2.findContours(alone, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-        outline = max(contours, key=cv2.contourArea).reshape(-1, 2)
-        if len(outline) >= SMALLEST_POLYGON:
-            polygons.append(outline + np.array([left, top]))
-    return polygons
+    if hierarchy is None:  # no part at all
+        return []
+    # An outline starts at its part's first pixel (the border is followed from where the scan
+    # of the rows met it), which orders the parts.
+    outer = [c.reshape(-1, 2) for c, h in zip(contours, hierarchy[0], strict=True) if h[3] < 0]
+    outer.sort(key=lambda outline: (outline[0, 1], outline[0, 0]))
+    return [outline for outline in outer if len(outline) >= SMALLEST_POLYGON]
 
 
 def _data_yaml(names: list[str]) -> str:

@@ -103,7 +103,8 @@ def rectangle(object_id: int) -> dict:
 
 def given_masks(frames: dict[int, list[int]]) -> dict:
     """``{frame_index: [object_id, ...]}``: an annotation file of masks without clicks, as an
-    export of a propagated session is (each a prompt of the import, costing 1 + 4)."""
+    export of a propagated session is (each a prompt of the import, costing 1: the classic
+    engine keeps it as it is, reading no frame)."""
     return {
         "video": VIDEO,
         "frames": [
@@ -166,7 +167,7 @@ def test_an_import_of_more_prompts_than_one_request_imports_whole_when_the_clien
     server,
 ):
     # given 11 prompts (more than GRAPHQL_MAX_ROOT_FIELDS) on 2 frames, under 4 KB: reading
-    # it 1 + 1, its prompts 11 x 5 and 2 frames of 8, 73 in all
+    # it 1 + 1, its prompts 11 x 1, 13 in all
     file = given_masks({0: [1, 2, 3, 4, 5, 6], 9: [1, 2, 3, 4, 5]})
     assert len(json.dumps(file)) < 4096
     session_id = start(server)
@@ -180,12 +181,12 @@ def test_an_import_of_more_prompts_than_one_request_imports_whole_when_the_clien
 
 
 def test_an_import_past_the_clients_limit_stops_and_an_append_completes_it(server):
-    # given 14 frames of one mask each, under 4 KB: reading it 1 + 1, each frame 5 + 8
-    file = given_masks({i: [1] for i in range(14)})
-    assert len(json.dumps(file)) <= 4096
+    # given 14 frames of 13 masks each, 20 to 24 KB: reading it 1 + 6, each frame 13
+    file = given_masks({i: list(range(1, 14)) for i in range(14)})
+    assert 20480 < len(json.dumps(file)) <= 24576
     session_id = start(server)
 
-    # when its client imports it: 2 + 7 x 13 = 93, and an eighth frame would be 106
+    # when its client imports it: 7 + 7 x 13 = 98, and an eighth frame would be 111
     answer = post(server, f"/sessions/{session_id}/annotations", file, "192.0.2.2")
 
     # then it stops before frame 7, keeping frames 0 to 6, and says when to come back
@@ -206,12 +207,12 @@ def test_an_import_past_the_clients_limit_stops_and_an_append_completes_it(serve
     kept = exported(server, session_id)
     assert kept == {"video": VIDEO, "frames": nonempty(body["frames"])}
     assert as_given(kept, {"video": VIDEO, "frames": file["frames"][:7]})
-    # nothing was charged for frame 7: 7 units more fit (100), then no more
-    assert graphql_units(server, "192.0.2.2", 7).status_code == 200
+    # nothing was charged for frame 7: 2 units more fit (100), then no more
+    assert graphql_units(server, "192.0.2.2", 2).status_code == 200
     assert one_unit_more(server, "192.0.2.2").status_code == 429
 
     # when the remaining frames are appended (by a client with room: this one's window is an
-    # hour), 2 + 7 x 13 again
+    # hour), 4 + 7 x 13
     rest = {"video": VIDEO, "frames": file["frames"][7:]}
     appended = post(server, f"/sessions/{session_id}/annotations?append=1", rest, "192.0.2.3")
 
@@ -223,6 +224,24 @@ def test_an_import_past_the_clients_limit_stops_and_an_append_completes_it(serve
         "frames": nonempty(body["frames"] + appended.json()["frames"]),
     }
     assert as_given(whole, file)
+
+
+def test_given_masks_are_charged_as_the_classic_engine_keeps_them(server):
+    # given 10 frames of 9 masks without clicks, as a propagated export holds them, 8 to 12 KB:
+    # reading it 1 + 3, each mask 1, 94 in all (charged as 9 addPoints a frame, 5 each and the
+    # frame's 8, a second frame took the total to 110 and the import stopped there, issue 48)
+    file = given_masks({i: list(range(1, 10)) for i in range(10)})
+    assert 8192 < len(json.dumps(file)) <= 12288
+    session_id = start(server)
+
+    answer = post(server, f"/sessions/{session_id}/annotations", file, "192.0.2.13")
+
+    # then it is imported whole in one request, and charged exactly that: 6 units are left
+    assert answer.status_code == 200, answer.text
+    assert [frame["frame_index"] for frame in answer.json()["frames"]] == list(range(10))
+    assert as_given(exported(server, session_id), file)
+    assert graphql_units(server, "192.0.2.13", 6).status_code == 200
+    assert one_unit_more(server, "192.0.2.13").status_code == 429
 
 
 def test_an_append_keeps_the_sessions_work_and_an_import_replaces_it(server):

@@ -182,7 +182,7 @@ class RowsState(VideoState):
     def _cleared(self, frame_index: int, object_id: int) -> Masks:
         raise NotImplementedError
 
-    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> None:
         raise NotImplementedError
 
     def _reset(self) -> None:

@@ -20,6 +20,7 @@ from pycocotools.coco import COCO
 from segmentation.models import Video
 from segmentation.rle import rle_encode
 from segmentation.services.videos import video_register
+from segmentation.services.yolo_polygons import mask_polygons
 from tests.segmentation.synthetic import HEIGHT, WIDTH
 
 pytestmark = pytest.mark.django_db
@@ -183,6 +184,23 @@ def test_yolo_labels_parsed_and_drawn_back(client: Client, clip: Video) -> None:
     assert (outer_class, inner_class) == (0, 0)
     assert iou(drawn(outer), disk(100, 250, 40)) >= 0.9
     assert iou(drawn(inner), disk(100, 250, 8)) >= 0.9
+
+
+def test_a_masks_parts_are_outlined_in_the_order_of_their_first_pixels() -> None:
+    # given two parts, the right one starting a row above the left one
+    mask = np.zeros((HEIGHT, WIDTH), bool)
+    mask[59:71, 11:21] = True
+    mask[58:71, 74:81] = True
+
+    polygons = mask_polygons(mask=mask)
+
+    # then the right one comes first, as a scan of the rows meets them (labelling the parts,
+    # which OpenCV does two rows at a time, put the left one first), each outline its box's
+    # corners from that first pixel on
+    assert [polygon.tolist() for polygon in polygons] == [
+        [[74, 58], [74, 70], [80, 70], [80, 58]],
+        [[11, 59], [11, 70], [20, 70], [20, 59]],
+    ]
 
 
 @pytest.mark.parametrize("url", ["/annotations/coco.json", "/annotations/yolo.zip"])

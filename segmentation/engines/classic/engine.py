@@ -86,6 +86,7 @@ class ClassicOptions(EngineOptions):
 class ClassicEngine(Engine):
     name = "classic"
     Options = ClassicOptions
+    given_masks_run_model = False  # kept at the working size (a resize): no cut, no frame read
 
     def open(self, frames: FrameSource) -> ClassicVideoState:
         return ClassicVideoState(frames, self.options)
@@ -242,14 +243,13 @@ class ClassicVideoState(VideoState):
         self._store(object_id, frame_index, mask, anchor.serial)
         return self._output(frame_index)
 
-    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> None:
         # an anchor with no clicks: later clicks there correct this mask (see _segment)
         small = cv2.resize(mask.astype(np.float32), self._work_size, interpolation=cv2.INTER_AREA)
         anchored = small >= 0.5
         anchor = Anchor([], anchored, anchored, next(self._serials))
         self._anchors.setdefault(object_id, {})[frame_index] = anchor
         self._store(object_id, frame_index, anchored, anchor.serial)
-        return self._output(frame_index)
 
     def _masks(self, frame_index: int) -> Masks:
         return self._output(frame_index)
@@ -424,13 +424,20 @@ class ClassicVideoState(VideoState):
             return {}
         if len(soft) == 1:  # nothing to share
             return {self.object_ids[0]: soft[0] > 0.5}
-        stack = np.stack(soft)
-        owner = np.argmax(stack, axis=0)
-        covered = stack.max(axis=0) > 0.5
-        return {
-            object_id: covered & (owner == number)
-            for number, object_id in enumerate(self.object_ids)
-        }
+        # Each pixel to the object most sure of it, the first of several as sure (as argmax
+        # across the objects would give it; that took 7 ms of a frame's 11 at 854 x 480 with
+        # three objects, reading the stack across its slow axis, where these passes take 1).
+        best = soft[0].copy()
+        for layer in soft[1:]:
+            np.maximum(best, layer, out=best)
+        free = best > 0.5
+        masks = {}
+        for object_id, layer in zip(self.object_ids, soft, strict=True):
+            mine = layer == best
+            mine &= free
+            free &= ~mine
+            masks[object_id] = mine
+        return masks
 
 
 def _nearest(anchors: Mapping[int, object], frame_index: int) -> int | None:

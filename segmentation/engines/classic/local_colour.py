@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-from scipy import ndimage
 
 from segmentation.engines.classic.colour_model import COLOUR_LIMIT, fit_mixture
 from segmentation.engines.classic.graphcut import mixture_log_likelihood
@@ -78,6 +77,11 @@ class EdgeModels:
         # forward motion, read from the backward map at the old place: smooth flow is all it needs
         ahead = 2 * self.centres - where_from[rows, columns]
         columns, rows = _clamped(ahead, width, height)
+        # SciPy is imported here, where the option that needs it is on: at the module's top it
+        # took 0.3 s of every start of the project (a manage.py command checks the engine's
+        # options, and so imports the engine), which is off by default (issue 48).
+        from scipy import ndimage
+
         _, (nearest_rows, nearest_columns) = ndimage.distance_transform_edt(
             ~edge, return_indices=True
         )

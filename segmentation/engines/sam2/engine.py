@@ -237,10 +237,9 @@ class Sam2VideoState(VideoState):
         self._run(lambda: self.tracker.add_clicks(frame_index, object_id, points, prompt.labels))
         return self._masks(frame_index)
 
-    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> Masks:
+    def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> None:
         given = torch.from_numpy(mask)
         self._run(lambda: self.tracker.add_mask(frame_index, object_id, given))
-        return self._masks(frame_index)
 
     def _masks(self, frame_index: int) -> Masks:
         logits = self.tracker.logits(frame_index)

@@ -281,6 +281,42 @@ def test_a_given_mask_is_an_anchor(state: VideoState, video: Video) -> None:
             assert region_similarity(frame_masks[object_id], expected) > 0.85, (index, object_id)
 
 
+def test_a_mask_given_without_an_answer_is_the_same_prompt(
+    state: VideoState, frames, video: Video
+) -> None:
+    # given one state given two objects' masks with their answers, another without
+    twin = ClassicEngine().open(frames)
+    answers = [state.add_mask(frame_index=3, object_id=o, mask=video.masks[3][o]) for o in (1, 2)]
+
+    given = [twin.give_mask(frame_index=3, object_id=o, mask=video.masks[3][o]) for o in (1, 2)]
+
+    # then the second answered nothing, and holds what the first does
+    assert given == [None, None]
+    masks = twin.masks(frame_index=3)
+    assert list(masks) == [1, 2]
+    assert all((masks[o] == answers[-1][o]).all() for o in (1, 2))
+    assert twin.object_ids == state.object_ids
+    assert twin.prompts == state.prompts == {}
+
+
+def test_where_masks_overlap_the_first_object_takes_the_pixels(state: VideoState) -> None:
+    # given two objects' masks that share a square, each as sure of it as the other
+    first = np.zeros((HEIGHT, WIDTH), bool)
+    first[40:120, 40:160] = True
+    second = np.zeros((HEIGHT, WIDTH), bool)
+    second[40:120, 100:220] = True
+
+    state.give_mask(frame_index=0, object_id=1, mask=first)
+    masks = state.add_mask(frame_index=0, object_id=2, mask=second)
+
+    # then inside the shared part (its edges aside, which the smoothing softens) the pixels go
+    # to object 1, the first of the frame's objects, and object 2 keeps the rest of its own
+    assert masks[1][44:116, 104:156].all()
+    assert not masks[2][44:116, 104:156].any()
+    assert masks[2][44:116, 164:216].all()
+    assert not (masks[1] & masks[2]).any()
+
+
 def test_clicks_refine_a_given_mask(state: VideoState, video: Video) -> None:
     # given a mask that covers object 1 and a strip of background beside it
     truth = video.masks[0][1]

@@ -7,6 +7,9 @@ import hashlib
 import http.server
 import io
 import shutil
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +24,7 @@ from segmentation.engines.sam2.config import MODEL_SIZES
 from segmentation.engines.sam2.model import Sam2Model
 from segmentation.services import sam2_weights
 from segmentation.services.sam2_weights import CHUNK, WeightsError, weights_fetch, weights_list
-from tests.conftest import manage, migrated, project_env, running_server, server_import
+from tests.conftest import ROOT, manage, migrated, project_env, running_server, server_import
 from tests.segmentation.engines.sam2.conftest import AUTO_DEVICE
 from tests.segmentation.engines.sam2.small import small_checkpoint
 from tests.segmentation.synthetic import HEIGHT, WIDTH, make_video, write_mp4
@@ -197,8 +200,9 @@ def test_a_body_that_always_stops_short_is_kept_for_the_next_run(
     part = tmp_path / "sam2.1_hiera_tiny.pt.part"
     assert str(error.value) == (
         f"{upstream.url}/truncated.pt: the connection failed 4 times (ChunkedEncodingError);"
-        f" {4 * SHORT} bytes are kept in {part}, run the command again to resume"
+        f" {4 * SHORT} bytes are kept in {part}"
     )
+    assert (error.value.part, error.value.kept_bytes) == (part, 4 * SHORT)
     assert [asked for _, asked in upstream.requests] == [
         None,
         f"bytes={SHORT}-",
@@ -211,6 +215,107 @@ def test_a_body_that_always_stops_short_is_kept_for_the_next_run(
     path = fetch(upstream, tmp_path, "/file.pt")
     assert path.read_bytes() == upstream.body
     assert upstream.requests[-1] == ("/file.pt", f"bytes={4 * SHORT}-")
+
+
+def refused_address() -> str:
+    """An address on this machine where nothing listens: every connection is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/edgetam.pt"
+
+
+def test_a_fetch_that_got_nothing_says_what_to_do_next(tmp_path: Path) -> None:
+    # given an address that refuses every connection (as a network that reaches nothing does)
+    url = refused_address()
+
+    failed = manage("sam2_weights", "fetch", "edgetam", "--url", url, env=project_env(tmp_path))
+
+    # then the error promises no resume (nothing came), and names the other ways: another
+    # address, or the file fetched some other way, where it goes and how it is checked
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines() == [
+        f"CommandError: {url}: the connection failed 4 times (ConnectionError); nothing came.",
+        "What next:",
+        "- behind a proxy, set HTTPS_PROXY (and HTTP_PROXY) and run it again",
+        "- fetch from an official address instead: leave out --url (--source meta or --source"
+        " huggingface); or --url with another mirror of edgetam.pt",
+        "- or download edgetam.pt some other way"
+        " (https://github.com/facebookresearch/EdgeTAM/raw/main/checkpoints/edgetam.pt in a"
+        " browser, or on another machine) and give it with --file PATH: it is checked against"
+        " its SHA-256 (ed2d4850b8792c239689b043c47046ec239b6e808a3d9b6ae676c803fd8780df) and"
+        f" loaded as a checkpoint, then kept as {tmp_path / 'models' / 'edgetam.pt'}",
+    ]
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_a_fetch_that_kept_bytes_says_it_resumes(upstream: Upstream, tmp_path: Path) -> None:
+    # given a server that closes every response early
+    env = project_env(tmp_path)
+    command = ("sam2_weights", "fetch", "tiny", "--url", f"{upstream.url}/truncated.pt")
+
+    failed = manage(*command, env=env)
+
+    # then the error says a second run resumes, and the other ways resume from the same bytes
+    part = tmp_path / "models" / "sam2.1_hiera_tiny.pt.part"
+    assert failed.returncode == 1
+    # (the progress line ended first: the error starts a line of its own)
+    assert failed.stderr.splitlines()[-5:-2] == [
+        f"CommandError: {upstream.url}/truncated.pt: the connection failed 4 times"
+        f" (ChunkedEncodingError); {4 * SHORT} bytes are kept in {part}.",
+        "What next:",
+        "- run the same command again: it resumes from the bytes kept",
+    ]
+    assert failed.stderr.splitlines()[-2] == (
+        "- fetch from an official address instead, resuming from the bytes kept: leave out"
+        " --url (--source meta or --source huggingface); or --url with another mirror of"
+        " sam2.1_hiera_tiny.pt"
+    )
+    assert part.stat().st_size == 4 * SHORT
+
+
+def test_a_file_fetched_some_other_way_is_checked_then_kept(
+    checkpoint_bytes: bytes, tmp_path: Path
+) -> None:
+    # given the file downloaded elsewhere, and a stopped download's part in the models folder
+    downloaded = tmp_path / "Downloads" / "sam2.1_hiera_tiny.pt"
+    downloaded.parent.mkdir()
+    downloaded.write_bytes(checkpoint_bytes)
+    models = tmp_path / "var" / "models"
+    models.mkdir(parents=True)
+    (models / "sam2.1_hiera_tiny.pt.part").write_bytes(b"x" * 1000)
+    env = project_env(tmp_path / "var")
+
+    # when it is given with the official file's SHA-256 (which this one, made here, has not)
+    refused = manage("sam2_weights", "fetch", "tiny", "--file", str(downloaded), env=env)
+
+    # then it is refused, and nothing is kept but the file given
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-1] == (
+        f"CommandError: checksum mismatch: expected SHA-256 {official_find('tiny').sha256}, the"
+        f" {len(checkpoint_bytes)} bytes that came have {sha(checkpoint_bytes)}; the download"
+        " was removed"
+    )
+    assert list(models.iterdir()) == []
+
+    # and with its own SHA-256 it is checked, loaded and kept where the server looks
+    kept = manage(
+        "sam2_weights",
+        "fetch",
+        "tiny",
+        "--file",
+        str(downloaded),
+        "--sha256",
+        sha(checkpoint_bytes),
+        env=env,
+    )
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.splitlines() == [
+        f"{models / 'sam2.1_hiera_tiny.pt'}: verified; use it with SEGMENTATION_ENGINE=sam2"
+        " SAM2_CHECKPOINT=tiny"
+    ]
+    assert (models / "sam2.1_hiera_tiny.pt").read_bytes() == checkpoint_bytes
+    assert sorted(p.name for p in models.iterdir()) == ["sam2.1_hiera_tiny.pt"]
+    assert downloaded.read_bytes() == checkpoint_bytes
 
 
 def test_a_file_that_is_not_a_checkpoint_is_removed(upstream: Upstream, tmp_path: Path) -> None:
@@ -240,6 +345,40 @@ def test_the_list_shows_what_is_here(tmp_path: Path) -> None:
     assert {key: row.partial_bytes for key, row in rows.items() if row.partial_bytes} == {
         ("2.0", "large"): 10
     }
+
+
+# The list in a process of its own, then which of PyTorch and SciPy it loaded.
+LIST_THEN_LOADED = (
+    "import sys, django; django.setup();"
+    "from django.core.management import call_command; call_command('sam2_weights', 'list');"
+    "print('loaded:', *[name for name in ('torch', 'scipy') if name in sys.modules])"
+)
+
+
+def test_the_list_loads_neither_pytorch_nor_scipy(tmp_path: Path) -> None:
+    # given a fresh clone's models folder, and a stopped download
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "edgetam.pt.part").write_bytes(b"x" * 200_000)
+
+    listed = subprocess.run(
+        [sys.executable, "-c", LIST_THEN_LOADED],
+        cwd=ROOT,
+        env=project_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    # then the list is a look at the folder: PyTorch's import was 1.3 s of its 3.2 s here, far
+    # more from a cold disk (issue 48 saw 24.5 s), and only a fetch's check of its file needs
+    # it; SciPy's (0.3 s) came with the classic engine, whose options every start checks, and
+    # only an option that is off by default needs it
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[-2:] == [
+        "2.0  edgetam    edgetam.pt                    56.1 MB  partial (0.2 MB, fetch resumes it)",
+        "loaded:",
+    ]
 
 
 @pytest.mark.parametrize(
