@@ -24,11 +24,12 @@ FRAMES = range(0, 144, 12)  # 12 frames of the default video, its 3 objects on e
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    # 60 a second: the file's reading (12 to 16 KB: 1 + 4) and 2 frames of 3 masks (3 x 5 + 8
-    # each) fit in a window, a third does not, so the 12 frames take several steps (a step that
-    # runs across the end of a window imports more: how many depends on the clock)
+    # 20 a second: the file's reading (12 to 16 KB: 1 + 4) and a few frames of 3 given masks (1
+    # each with the classic engine, which keeps a given mask as it is) fit in a window, the 12
+    # frames do not, so they take several steps (a step that runs across the end of a window
+    # imports more: how many depends on the clock)
     with running_server(
-        tmp_path_factory.mktemp("annotator-restore-var"), RATE_LIMIT_COST="60/s"
+        tmp_path_factory.mktemp("annotator-restore-var"), RATE_LIMIT_COST="20/s"
     ) as base_url:
         yield base_url
 
@@ -95,10 +96,14 @@ def test_start_again_continues_an_import_the_server_stopped_until_every_mask_is_
     second = page.get_attribute("#editor", "data-session-id")
     assert second != first
     assert as_given(server_annotations(server, second), saved)
-    # in steps: the first in place of the new session's prompts, the others appended to it
+    # in steps: the first in place of the new session's prompts, the others appended to it (a
+    # first refused before any frame, when the new session's opening took the window, is sent
+    # again as it was)
     assert 2 <= len(imports) <= 12
     appended = [parse_qs(urlparse(url).query).get("append") for url in imports]
-    assert appended == [None] + [["1"]] * (len(imports) - 1)
+    placed = appended.index(["1"]) if ["1"] in appended else len(appended)
+    assert 1 <= placed <= 2
+    assert appended == [None] * placed + [["1"]] * (len(imports) - placed)
     # saying what it restored, counting down, with Import disabled meanwhile
     shown = page.evaluate("window.shown")
     waits = [(text, disabled) for text, disabled in shown if "continuing in" in text]
