@@ -50,6 +50,7 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.restamp",
         "channels_admin.streaming.slate",
         "channels_admin.streaming.sources",
+        "channels_admin.streaming.stream_format",
         "channels_admin.streaming.subscription",
         "channels_admin.streaming.ts",
         "channels_admin.streaming.ts_scan",
