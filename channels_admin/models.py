@@ -254,6 +254,16 @@ class StreamState(models.Model):
     switch_message = models.CharField(
         max_length=500, blank=True, help_text="How the last switch went, in a sentence."
     )
+    stream_serial = models.PositiveIntegerField(
+        default=0,
+        help_text="Counts the changes of the viewers' stream that did not end it (the slate, "
+        "another source, another codec or picture size): a player starts afresh at each.",
+    )
+    stream_format = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="What the last change of stream brought (e.g. H.264 Main 640x360, AAC).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -136,11 +136,14 @@ def stream_status() -> dict[str, Any]:
 
 def _sources_status(state: StreamState) -> dict[str, Any]:
     """Which source plays (``primary``, ``backup 2 of 3``; "" while none does), of how many,
-    and whether the hub is looking for one (the slate plays meanwhile)."""
+    whether the hub is looking for one (the slate plays meanwhile), and the changes of the
+    viewers' stream (a player starts afresh at each)."""
     return {
         "source": state.source_label,
         "sources": len(state.source_list),
         "reconnecting": state.live and state.upstream_down,
+        "stream_serial": state.stream_serial,
+        "stream_format": state.stream_format,
     }
 
 

@@ -32,6 +32,8 @@ def stream_state_record(*, report: HubReport) -> None:
         }
     elif event is HubEvent.PLAYING:
         fields = {"upstream_info": report.detail[:500]}
+    elif event is HubEvent.STREAM:
+        fields = {"stream_serial": F("stream_serial") + 1, "stream_format": report.detail[:100]}
     else:
         fields = {
             "upstream_down": True,

@@ -126,6 +126,7 @@ def channel_select(*, channel_id: str, message: str = "") -> tuple[Channel, Stre
             "last_failure_source": "",
             "last_failure_at": None,
             "switch_message": message.replace("{name}", channel.name)[:500],
+            "stream_format": "",  # the switch's first stream is no change (stream_serial)
             "live": True,
             "transitioning": True,
             "upstream_down": False,

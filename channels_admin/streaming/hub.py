@@ -20,7 +20,10 @@ are reported to a callback.
   and each source starts from its first key frame (``key_frame_gate.py``), its timestamps
   shifted to go on from the last ones sent (``restamp.py``).
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
-  and timestamps differ.
+  and timestamps differ. Within a switch, every other change of stream (the slate, a source
+  after it or after another, a source's own change of codec, profile or picture size, as
+  ``stream_format.py`` reads them) is reported instead (:attr:`HubEvent.STREAM`): a browser
+  player does not survive it (issue 48), so the viewer page starts a new one.
 - When the process cannot carry its viewers, the load guard (``admission.py``) ends the streams
   of the newest (:meth:`Hub.shed`); what each viewer that reads lost is counted for it
   (:meth:`Hub.viewer_drops`).
@@ -59,6 +62,7 @@ from channels_admin.streaming.relay import Relay, RelayError
 from channels_admin.streaming.restamp import Restamper
 from channels_admin.streaming.slate import Slate
 from channels_admin.streaming.sources import SourceCycle, source_label
+from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import PacketAligner
 from channels_admin.streaming.ts_scan import StreamLayout
@@ -86,6 +90,9 @@ class HubEvent(enum.Enum):
     PLAYING = "playing"  # what is playing changed (detail: e.g. "HLS 1280x720, segment 18")
     DOWN = "down"  # the source that played failed (detail: why); the hub fails over
     MISSED = "missed"  # a source tried while none played failed (detail: why)
+    # The viewers' stream changed without ending (detail: its format, e.g. "H.264 Main
+    # 640x360, AAC"): a player must start afresh. Not the first stream of a switch.
+    STREAM = "stream"
 
 
 @dataclass(frozen=True)
@@ -100,16 +107,12 @@ class HubReport:
 
     event: HubEvent
     sources: tuple[Upstream, ...]
-    index: int  # which source
+    index: int | None  # which source; None: the slate (a STREAM)
     detail: str
 
     @property
-    def source(self) -> Upstream:
-        return self.sources[self.index]
-
-    @property
     def label(self) -> str:
-        return source_label(self.index, len(self.sources))
+        return "slate" if self.index is None else source_label(self.index, len(self.sources))
 
 
 class UpstreamError(Exception):
@@ -167,6 +170,8 @@ class Hub:
         self._slate = Slate(self._deliver, pattern=slate_pattern)
         self._layout: StreamLayout | None = None  # the PIDs of the source that played last
         self._restamp = Restamper()
+        self._format = FormatWatch()  # of the stream that goes out to the viewers
+        self._streams_begun = 0  # since the switch
         self.hls = hls if hls is not None else HlsOutput()  # the stream as HLS segments
         # A dict for its order: the newest viewers are the first to be cut off.
         self._subscriptions: dict[Subscription, None] = {}
@@ -276,6 +281,8 @@ class Hub:
             self._viewers_changed.set()
             self._gop.clear()
             self._restamp.reset()
+            self._format.restart()
+            self._streams_begun = 0
             if sources:
                 self.hls.discontinuity()
             else:
@@ -337,7 +344,8 @@ class Hub:
 
     async def _deliver(self, data: bytes) -> None:
         """To this process's viewers, and through the relay to the other processes', on one
-        time line whatever plays."""
+        time line whatever plays; a change of stream reported once these bytes of it are out
+        (a player started for it gets them from the GOP cache)."""
         data = self._restamp.feed(data)
         self._push(data)
         if self._relay is not None:
@@ -346,6 +354,20 @@ class Hub:
             except RelayError as error:
                 # The viewers of this process go on; the renewal decides who owns the upstream.
                 logger.warning("relay: could not publish a chunk: %s", error)
+        first = self._format.format is None
+        told = self._format.feed(data)
+        if told is not None and (not first or self._streams_begun > 1):
+            logger.info("the viewers' stream changed: %s", told or "format unknown")
+            await self._emit(HubEvent.STREAM, self._sources, self.playing_index, told)
+
+    def _stream_begins(self) -> None:
+        """Another stream goes out to the viewers from the next chunk on (a source, the slate):
+        its timestamps go on from the last ones sent, it starts an HLS discontinuity, and its
+        format is read afresh."""
+        self.hls.discontinuity()
+        self._restamp.begin()
+        self._format.restart()
+        self._streams_begun += 1
 
     def _fit_bursts(self, size: int) -> None:
         """Widen the viewers' buffers to ``BURST_SECONDS`` of the largest second seen."""
@@ -414,10 +436,9 @@ class Hub:
             self._slate_start(None)
 
     def _slate_start(self, layout: StreamLayout | None) -> None:
-        """Play the slate (on ``layout``'s PIDs): for the HLS output, another stream."""
+        """Play the slate (on ``layout``'s PIDs): another stream."""
         if not self._slate.playing:
-            self.hls.discontinuity()
-            self._restamp.begin()
+            self._stream_begins()
             self._slate.start(layout)
 
     async def _play(
@@ -441,8 +462,7 @@ class Hub:
                             raise UpstreamError(f"no key frame in {self._key_frame_timeout:g} s")
                         continue
                     await self._slate.stop()
-                    self.hls.discontinuity()  # after the slate or the source that failed
-                    self._restamp.begin()
+                    self._stream_begins()  # after the slate or the source that failed
                     self._layout = gate.layout
                     started, playing, reported = loop.time(), hls.playing, loop.time()
                     self.playing_index = index

@@ -257,6 +257,8 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "source": "",
         "sources": 0,
         "reconnecting": False,
+        "stream_serial": 0,
+        "stream_format": "",
         "failovers": 0,
         "last_failure": None,
         "switch_message": "",

@@ -37,6 +37,8 @@ def playlist_for(origin: MediaUpstream) -> str:
         f"{origin.url('/two.ts')}\n"
         '#EXTINF:-1 tvg-id="dead",Dead\n'
         f"{closed_port_url()}\n"
+        '#EXTINF:-1 tvg-id="solo",Solo\n'
+        f"{origin.url('/solo.ts')}\n"
     )
 
 
@@ -172,3 +174,25 @@ def test_a_first_switch_to_a_dead_channel_stays_and_keeps_trying(origin, tmp_pat
     assert now["switch_message"] == "Dead did not answer (connection refused): still trying"
     assert (now["channel_name"], now["live"], now["reconnecting"]) == ("Dead", True, True)
     assert now["last_failure"]["reason"] == "connection refused"
+
+
+def test_an_outage_and_the_return_are_told_as_two_changes_of_stream(server, origin):
+    select(server, "solo")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Solo", what="playing")
+    before = status(server)
+
+    origin.behaviour["/solo.ts"] = Behaviour.REFUSE
+    origin.drop("/solo.ts")
+    wait_until(lambda: status(server)["stream_serial"] == before["stream_serial"] + 1, what="slate")
+    slate = status(server)
+    origin.behaviour.clear()
+    wait_until(
+        lambda: status(server)["stream_serial"] == before["stream_serial"] + 2,
+        timeout=15,
+        what="the source back",
+    )
+    back = status(server)
+
+    assert before["stream_format"] == ""  # the switch's first stream is no change
+    assert (slate["stream_format"], slate["reconnecting"]) == ("H.264 Main 640x360, AAC", True)
+    assert (back["stream_format"], back["source"]) == ("H.264 Main 320x180, AAC", "primary")
