@@ -39,14 +39,13 @@ import asyncio
 import contextlib
 import enum
 import logging
-import os
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
 
+from channels_admin.streaming.failure_reasons import failure_detail, failure_reason
 from channels_admin.streaming.gop_cache import GopCache
 from channels_admin.streaming.hls import (
     PLAYLIST_MAX_BYTES,
@@ -66,7 +65,7 @@ from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import PacketAligner
 from channels_admin.streaming.ts_scan import StreamLayout
-from channels_admin.streaming.upstream_addresses import UpstreamAddresses, UpstreamDenied
+from channels_admin.streaming.upstream_addresses import UpstreamAddresses
 
 logger = logging.getLogger(__name__)
 
@@ -392,13 +391,14 @@ class Hub:
         readers = [HlsReader(max_bandwidth=self._hls_max_bandwidth) for _ in sources]
         slate_later = asyncio.get_running_loop().call_later(self._slate_delay, self._slate_due)
         index, outage_logged = None, False
+        logged: dict[int, str] = {}  # the last failure of each source logged at INFO
         try:
             while True:
                 index, wait = cycle.next(index)
                 if wait > 0:
                     await asyncio.sleep(wait)
                 connected = asyncio.get_running_loop().time()
-                played, reason = await self._play(sources, index, readers[index])
+                played, reason, detail = await self._play(sources, index, readers[index])
                 self.playing_index = None
                 backoff = cycle.failed(
                     index,
@@ -409,10 +409,11 @@ class Hub:
                 if played is not None:
                     self._slate_start(self._layout)
                     logger.warning(
-                        "failover: the %s source failed after playing %.0f s (%s)",
+                        "failover: the %s source failed after playing %.0f s: %s (%s)",
                         label,
                         played,
                         reason,
+                        detail,
                     )
                     outage_logged = False
                     await self._emit(HubEvent.DOWN, sources, index, reason)
@@ -420,7 +421,17 @@ class Hub:
                 if not outage_logged and index == len(sources) - 1:
                     logger.warning("no source of the channel answers; the last: %s", reason)
                     outage_logged = True
-                logger.debug("%s: %s; retried in %.1f s at the earliest", label, reason, backoff)
+                # A new kind of failure is logged with its detail once; the retries quietly.
+                level = logging.DEBUG if logged.get(index) == detail else logging.INFO
+                logged[index] = detail
+                logger.log(
+                    level,
+                    "%s: %s (%s); retried in %.1f s at the earliest",
+                    label,
+                    reason,
+                    detail,
+                    backoff,
+                )
                 await self._emit(HubEvent.MISSED, sources, index, reason)
         finally:
             slate_later.cancel()
@@ -443,9 +454,10 @@ class Hub:
 
     async def _play(
         self, sources: tuple[Upstream, ...], index: int, hls: HlsReader
-    ) -> tuple[float | None, str]:
+    ) -> tuple[float | None, str, str]:
         """Relay one connection of source ``index`` from its first key frame on: how long it
-        played (None: it never started) and why it ended."""
+        played (None: it never started), why it ended (:func:`failure_reason`) and the
+        technical detail, for the log."""
         loop = asyncio.get_running_loop()
         gate, pace = KeyFrameGate(), PaceMeter(window_seconds=self._slow_window)
         connected = loop.time()
@@ -476,20 +488,22 @@ class Hub:
                         f"the upstream sends {pace.ratio():.0%} of real time"
                         f" over {self._slow_window:g} s"
                     )
-            reason = "the upstream ended the stream"
-        except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors too
+            reason, detail = "the upstream ended the stream", "the response ended"
+        except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors too
             reason = (
                 f"the upstream stalled (no data for {self._stall_timeout:g} s)"
                 if received
                 else "the upstream did not answer in time"
             )
-        except (aiohttp.ClientError, UpstreamError, HlsError) as error:
-            reason = _failure_reason(error)
+            detail = failure_detail(error)
+        except (UpstreamError, HlsError) as error:  # their texts are written for the status
+            reason, detail = str(error), failure_detail(error)
         except Exception as error:
-            # Whatever else goes wrong (a malformed URL, a bug) must not end the retries.
-            logger.exception("upstream %s failed unexpectedly", sources[index].url)
-            reason = f"unexpected error: {error}"
-        return (None if started is None else loop.time() - started), reason
+            if not isinstance(error, aiohttp.ClientError):
+                # Whatever else goes wrong (a bug) must not end the retries.
+                logger.exception("upstream %s failed unexpectedly", sources[index].url)
+            reason, detail = failure_reason(error), failure_detail(error)
+        return (None if started is None else loop.time() - started), reason, detail
 
     async def _batched(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """Gather reads into fewer, larger chunks: every chunk costs a wake-up and a write per
@@ -555,7 +569,7 @@ class Hub:
                     yield data
 
     async def _emit(
-        self, event: HubEvent, sources: tuple[Upstream, ...], index: int, detail: str
+        self, event: HubEvent, sources: tuple[Upstream, ...], index: int | None, detail: str
     ) -> None:
         if self._on_event is None:
             return
@@ -563,21 +577,6 @@ class Hub:
             await self._on_event(HubReport(event, sources, index, detail))
         except Exception:
             logger.exception("hub event handler failed for %s", event)
-
-
-def _failure_reason(error: Exception) -> str:
-    """Why a source failed, in words for the status: "connection refused", not aiohttp's
-    sentence about the connect call."""
-    if isinstance(error, aiohttp.ClientConnectorError):
-        cause = error.os_error
-        if isinstance(cause, UpstreamDenied):
-            return str(cause)
-        if isinstance(cause, socket.gaierror):
-            return f"host not found ({cause.strerror})"
-        if cause.errno:
-            text = os.strerror(cause.errno)
-            return text[:1].lower() + text[1:]
-    return str(error) or type(error).__name__
 
 
 async def _body(response: aiohttp.ClientResponse, limit: int) -> bytes:

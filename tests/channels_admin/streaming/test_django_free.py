@@ -39,6 +39,7 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.admission",
         "channels_admin.streaming.demo_encoder",
         "channels_admin.streaming.encoder_slots",
+        "channels_admin.streaming.failure_reasons",
         "channels_admin.streaming.gop_cache",
         "channels_admin.streaming.hls",
         "channels_admin.streaming.hls_output",
