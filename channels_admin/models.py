@@ -246,7 +246,8 @@ class StreamState(models.Model):
         null=True, blank=True, help_text="Which of the sources plays now (0: the primary)."
     )
     failovers = models.PositiveIntegerField(
-        default=0, help_text="Times the source that played failed, since the switch."
+        default=0,
+        help_text="Times another source took over from one that failed, since the switch.",
     )
     last_failure = models.CharField(max_length=500, blank=True)
     last_failure_source = models.CharField(max_length=50, blank=True)

@@ -108,6 +108,9 @@ class HubReport:
     sources: tuple[Upstream, ...]
     index: int | None  # which source; None: the slate (a STREAM)
     detail: str
+    # FLOWING: the source took over from another that failed (for the switch's first source to
+    # play, from the primary, which failed to start)
+    failover: bool = False
 
     @property
     def label(self) -> str:
@@ -390,7 +393,7 @@ class Hub:
         # An HLS source's place in its playlist outlives a reconnect: no segment twice.
         readers = [HlsReader(max_bandwidth=self._hls_max_bandwidth) for _ in sources]
         slate_later = asyncio.get_running_loop().call_later(self._slate_delay, self._slate_due)
-        index, outage_logged = None, False
+        index, outage_logged, played_last = None, False, 0
         logged: dict[int, str] = {}  # the last failure of each source logged at INFO
         try:
             while True:
@@ -398,7 +401,9 @@ class Hub:
                 if wait > 0:
                     await asyncio.sleep(wait)
                 connected = asyncio.get_running_loop().time()
-                played, reason, detail = await self._play(sources, index, readers[index])
+                played, reason, detail = await self._play(
+                    sources, index, readers[index], failover=index != played_last
+                )
                 self.playing_index = None
                 backoff = cycle.failed(
                     index,
@@ -407,6 +412,7 @@ class Hub:
                 )
                 label = source_label(index, len(sources))
                 if played is not None:
+                    played_last = index
                     self._slate_start(self._layout)
                     logger.warning(
                         "failover: the %s source failed after playing %.0f s: %s (%s)",
@@ -453,11 +459,11 @@ class Hub:
             self._slate.start(layout)
 
     async def _play(
-        self, sources: tuple[Upstream, ...], index: int, hls: HlsReader
+        self, sources: tuple[Upstream, ...], index: int, hls: HlsReader, *, failover: bool
     ) -> tuple[float | None, str, str]:
         """Relay one connection of source ``index`` from its first key frame on: how long it
         played (None: it never started), why it ended (:func:`failure_reason`) and the
-        technical detail, for the log."""
+        technical detail, for the log. ``failover``: it takes over from another source."""
         loop = asyncio.get_running_loop()
         gate, pace = KeyFrameGate(), PaceMeter(window_seconds=self._slow_window)
         connected = loop.time()
@@ -478,7 +484,7 @@ class Hub:
                     self._layout = gate.layout
                     started, playing, reported = loop.time(), hls.playing, loop.time()
                     self.playing_index = index
-                    await self._emit(HubEvent.FLOWING, sources, index, playing)
+                    await self._emit(HubEvent.FLOWING, sources, index, playing, failover=failover)
                 elif hls.playing != playing and loop.time() - reported >= PLAYING_REPORT_SECONDS:
                     playing, reported = hls.playing, loop.time()
                     await self._emit(HubEvent.PLAYING, sources, index, playing)
@@ -569,12 +575,18 @@ class Hub:
                     yield data
 
     async def _emit(
-        self, event: HubEvent, sources: tuple[Upstream, ...], index: int | None, detail: str
+        self,
+        event: HubEvent,
+        sources: tuple[Upstream, ...],
+        index: int | None,
+        detail: str,
+        *,
+        failover: bool = False,
     ) -> None:
         if self._on_event is None:
             return
         try:
-            await self._on_event(HubReport(event, sources, index, detail))
+            await self._on_event(HubReport(event, sources, index, detail, failover))
         except Exception:
             logger.exception("hub event handler failed for %s", event)
 

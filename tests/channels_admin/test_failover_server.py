@@ -142,6 +142,18 @@ def test_a_failover_keeps_the_viewer_and_the_status_says_what_failed(server, ori
     assert max(c.overlapping for c in origin.connections) == 0
 
 
+def test_a_primary_that_never_started_counts_a_failover_once_the_backup_plays(server, origin):
+    origin.behaviour["/one-a.ts"] = Behaviour.REFUSE
+
+    select(server, "one")
+    wait_until(lambda: status(server)["source"] == "backup 2 of 2", what="the backup plays")
+
+    # as the admin page shows it: "backup 2 of 2 · 1 failover · primary failed …"
+    now = status(server)
+    assert (now["failovers"], now["last_failure"]["source"]) == (1, "primary")
+    assert now["last_failure"]["reason"] == "the upstream answered HTTP 503"
+
+
 def test_a_switch_to_a_dead_channel_goes_back_to_the_channel_before(server, origin):
     select(server, "two")
     wait_until(lambda: status(server)["switch_message"] == "Now playing Two", what="playing")
