@@ -255,6 +255,10 @@ class StreamState(models.Model):
     switch_message = models.CharField(
         max_length=500, blank=True, help_text="How the last switch went, in a sentence."
     )
+    switch_returned = models.BooleanField(
+        default=False,
+        help_text="The switch went back to the channel before: the one chosen showed no picture.",
+    )
     stream_serial = models.PositiveIntegerField(
         default=0,
         help_text="Counts the changes of the viewers' stream that did not end it (the slate, "

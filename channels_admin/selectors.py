@@ -131,6 +131,7 @@ def stream_status() -> dict[str, Any]:
             else None
         ),
         "switch_message": state.switch_message,
+        "switch_returned": state.switch_returned,
     }
 
 
@@ -148,7 +149,8 @@ def _sources_status(state: StreamState) -> dict[str, Any]:
 
 
 def viewer_status() -> dict[str, Any]:
-    """What the public viewer page may know: no stream URL (it may carry credentials)."""
+    """What the public viewer page may know: no stream URL (it may carry credentials). The
+    switch's sentence names channels and why one failed (``failure_reasons.py``), no URL."""
     state = StreamState.load()
     channel = (
         Channel.objects.of_default_playlist()
@@ -169,6 +171,8 @@ def viewer_status() -> dict[str, Any]:
         "upstream_info": state.upstream_info,
         "playlist_version": _playlist_version(),
         **_sources_status(state),
+        "switch_message": state.switch_message,
+        "switch_returned": state.switch_returned,
     }
 
 

@@ -262,6 +262,7 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "failovers": 0,
         "last_failure": None,
         "switch_message": "",
+        "switch_returned": False,
         "viewers": 0,
         "hls_viewers": 0,
         "refusing_viewers": False,

@@ -169,6 +169,7 @@ def test_a_switch_to_a_dead_channel_goes_back_to_the_channel_before(server, orig
 
     now = status(server)
     assert now["switch_message"] == "Dead did not answer (connection refused): back on Two"
+    assert now["switch_returned"] is True
     assert (now["live"], now["upstream_down"], now["source"]) == (True, False, "primary")
     assert max(c.overlapping for c in origin.connections) == 0
 
@@ -184,6 +185,7 @@ def test_a_first_switch_to_a_dead_channel_stays_and_keeps_trying(origin, tmp_pat
         now = status(fresh)
 
     assert now["switch_message"] == "Dead did not answer (connection refused): still trying"
+    assert now["switch_returned"] is False
     assert (now["channel_name"], now["live"], now["reconnecting"]) == ("Dead", True, True)
     assert now["last_failure"]["reason"] == "connection refused"
 

@@ -117,6 +117,32 @@ def test_a_switch_to_a_dead_channel_ends_with_the_outcome_on_the_admin_page(serv
     assert page.text_content("#channel-name") == "Two"
 
 
+def test_the_tv_page_tells_where_the_hub_went_back_to_after_a_dead_channel_and_why(server, page):
+    select(server, "two")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Two", what="playing")
+    page.goto(f"{server}/tv/")
+    page.wait_for_function(PLAYING, timeout=20_000)
+    page.evaluate(RECORD_CHANGES, "message")
+    page.evaluate(RECORD_CHANGES, "state")
+
+    select(server, "dead")
+    outcome = "Dead did not answer (connection refused): back on Two"
+    page.wait_for_function(text_is("message", outcome), timeout=(SWITCH_TIMEOUT_SEC + 5) * 1000)
+    page.wait_for_function(text_is("state", "live"), timeout=20_000)
+    page.shot("back-on-two")
+
+    assert page.text_content("#message") == outcome  # still told once Two plays again
+    assert page.text_content("#channel-name") == "Two"
+    # never "The channel's source stopped; reconnecting…" of a channel that never started
+    seen = page.evaluate("() => window.seen.message")
+    assert [text for text in seen if text != "Switching to Dead…"] == [
+        "",
+        "Dead has not answered yet; still trying…",
+        outcome,
+    ]
+    assert "reconnecting" not in page.evaluate("() => window.seen.state")
+
+
 def test_a_failover_keeps_the_tv_playing_and_the_admin_says_so(server, origin, page, browser):
     select(server, "one")
     wait_until(lambda: status(server)["switch_message"] == "Now playing One", what="playing")

@@ -25,6 +25,9 @@ const FEED_LASTED_MS = 10000;
 // than this without one and the badge stops saying "live".
 const PICTURE_STALE_MS = 3000;
 const CHECK_EVERY_MS = 1000;
+// A return to the channel before (the one chosen showed no picture) is told while it is under
+// way and this long after.
+const RETURN_TOLD_MS = 15000;
 
 const video = document.getElementById("player");
 const message = document.getElementById("message");
@@ -39,9 +42,19 @@ let refused = false; // the server refused this viewer (it carries all it can)
 let lastFrameAt = 0;
 let lastTime = -1;
 let shownSentence = null;
+// When the page learned of the current return (performance.now()); -Infinity: after it was over.
+let returnSince = null;
 
 function showStatus(pushed) {
+  const before = status;
   status = pushed;
+  if (!status.switch_returned) {
+    returnSince = null;
+  } else if (returnSince === null) {
+    // told to a page that saw it happen, not to one opened later
+    const seen = status.transitioning || (before && !before.switch_returned);
+    returnSince = seen ? performance.now() : -Infinity;
+  }
   document.getElementById("channel-name").textContent = status.channel_name || "No channel";
   const details = [
     status.channel_number && `#${status.channel_number}`,
@@ -76,13 +89,26 @@ function sentence() {
     const picks = "No channel is on yet. An administrator picks one on the ";
     return [picks, "channel page", "/tv/admin/", "."];
   }
+  // where the hub went back to, and why: "X did not answer (connection refused): back on Y"
+  if (status.switch_returned && (status.transitioning || returnTold())) {
+    return [status.switch_message];
+  }
+  if (status.transitioning) {
+    // a channel that has not started since the switch never stopped
+    return status.upstream_down
+      ? [`${status.channel_name} has not answered yet; still trying…`]
+      : [`Switching to ${status.channel_name}…`];
+  }
   if (status.reconnecting || status.upstream_down) {
     return ["The channel's source stopped; reconnecting…"];
   }
-  if (status.transitioning) return [`Switching to ${status.channel_name}…`];
   if (refused) return ["This server carries all the viewers it can; trying again in 10 s…"];
   if (!pictureShown()) return [`Tuning in to ${status.channel_name}…`];
   return [""];
+}
+
+function returnTold() {
+  return performance.now() - returnSince < RETURN_TOLD_MS;
 }
 
 function render() {
