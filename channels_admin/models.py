@@ -246,13 +246,28 @@ class StreamState(models.Model):
         null=True, blank=True, help_text="Which of the sources plays now (0: the primary)."
     )
     failovers = models.PositiveIntegerField(
-        default=0, help_text="Times the source that played failed, since the switch."
+        default=0,
+        help_text="Times another source took over from one that failed, since the switch.",
     )
     last_failure = models.CharField(max_length=500, blank=True)
     last_failure_source = models.CharField(max_length=50, blank=True)
     last_failure_at = models.DateTimeField(null=True, blank=True)
     switch_message = models.CharField(
         max_length=500, blank=True, help_text="How the last switch went, in a sentence."
+    )
+    switch_returned = models.BooleanField(
+        default=False,
+        help_text="The switch went back to the channel before: the one chosen showed no picture.",
+    )
+    stream_serial = models.PositiveIntegerField(
+        default=0,
+        help_text="Counts the changes of the viewers' stream that did not end it (the slate, "
+        "another source, another codec or picture size): a player starts afresh at each.",
+    )
+    stream_format = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="What the last change of stream brought (e.g. H.264 Main 640x360, AAC).",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

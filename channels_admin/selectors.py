@@ -131,21 +131,26 @@ def stream_status() -> dict[str, Any]:
             else None
         ),
         "switch_message": state.switch_message,
+        "switch_returned": state.switch_returned,
     }
 
 
 def _sources_status(state: StreamState) -> dict[str, Any]:
     """Which source plays (``primary``, ``backup 2 of 3``; "" while none does), of how many,
-    and whether the hub is looking for one (the slate plays meanwhile)."""
+    whether the hub is looking for one (the slate plays meanwhile), and the changes of the
+    viewers' stream (a player starts afresh at each)."""
     return {
         "source": state.source_label,
         "sources": len(state.source_list),
         "reconnecting": state.live and state.upstream_down,
+        "stream_serial": state.stream_serial,
+        "stream_format": state.stream_format,
     }
 
 
 def viewer_status() -> dict[str, Any]:
-    """What the public viewer page may know: no stream URL (it may carry credentials)."""
+    """What the public viewer page may know: no stream URL (it may carry credentials). The
+    switch's sentence names channels and why one failed (``failure_reasons.py``), no URL."""
     state = StreamState.load()
     channel = (
         Channel.objects.of_default_playlist()
@@ -166,6 +171,8 @@ def viewer_status() -> dict[str, Any]:
         "upstream_info": state.upstream_info,
         "playlist_version": _playlist_version(),
         **_sources_status(state),
+        "switch_message": state.switch_message,
+        "switch_returned": state.switch_returned,
     }
 
 

@@ -30,8 +30,12 @@ def stream_state_record(*, report: HubReport) -> None:
             "upstream_info": report.detail[:500],
             "source_index": report.index,
         }
+        if report.failover:  # counted as it shows: another source plays, one failed
+            fields["failovers"] = F("failovers") + 1
     elif event is HubEvent.PLAYING:
         fields = {"upstream_info": report.detail[:500]}
+    elif event is HubEvent.STREAM:
+        fields = {"stream_serial": F("stream_serial") + 1, "stream_format": report.detail[:100]}
     else:
         fields = {
             "upstream_down": True,
@@ -42,8 +46,6 @@ def stream_state_record(*, report: HubReport) -> None:
             "last_failure_source": report.label,
             "last_failure_at": now,
         }
-        if event is HubEvent.DOWN:
-            fields["failovers"] = F("failovers") + 1
     StreamState.objects.filter(
         pk=StreamState.SINGLETON_PK, current_stream_url=report.sources[0].url
     ).update(**fields, updated_at=now)

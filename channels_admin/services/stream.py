@@ -2,9 +2,10 @@
 
 The selection is recorded in the database (:class:`StreamState`) first, so that a restart
 resumes it and every process answers alike; the hubs follow (``channels_admin/runtime.py``).
-A switch ends with a sentence for the administrator (``switch_message``): the channel plays;
-or none of its sources showed a picture in time, and the hub went back to the channel that
-played before (a switch to a dead channel must not take every viewer off the air).
+A switch ends with a sentence (``switch_message``) for the administrator and, when the hub went
+back, for the viewers too (``switch_returned``): the channel plays; or none of its sources showed
+a picture in time, and the hub went back to the channel that played before (a switch to a dead
+channel must not take every viewer off the air).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ async def channel_switch(*, channel_id: str) -> Channel:
     return channel
 
 
-async def _switch(*, channel_id: str, message: str) -> tuple[Channel, StreamState]:
+async def _switch(
+    *, channel_id: str, message: str, returned: bool = False
+) -> tuple[Channel, StreamState]:
     channel, state = await database_sync_to_async(channel_select)(
-        channel_id=channel_id, message=message
+        channel_id=channel_id, message=message, returned=returned
     )
     await stream_runtime().switch(state.source_list, state.generation)
     await status_broadcast()
@@ -75,7 +78,9 @@ async def _outcome(
         return
     try:
         _, back = await _switch(
-            channel_id=back_to.channel_id, message=f"{failed}: back on {back_to.channel_name}"
+            channel_id=back_to.channel_id,
+            message=f"{failed}: back on {back_to.channel_name}",
+            returned=True,
         )
     except (ChannelNotFound, UnsupportedStream):
         await _message_record(
@@ -95,9 +100,12 @@ async def _message_record(state: StreamState, message: str) -> None:
 
 
 @transaction.atomic
-def channel_select(*, channel_id: str, message: str = "") -> tuple[Channel, StreamState]:
+def channel_select(
+    *, channel_id: str, message: str = "", returned: bool = False
+) -> tuple[Channel, StreamState]:
     """Record ``channel_id`` as the active channel, switching; raise ChannelNotFound.
-    ``message``: the switch's first sentence, ``{name}`` standing for the channel's name."""
+    ``message``: the switch's first sentence, ``{name}`` standing for the channel's name;
+    ``returned``: the switch goes back to this channel, the one chosen having failed."""
     channel = Channel.objects.of_default_playlist().filter(channel_id=channel_id).first()
     if channel is None:
         raise ChannelNotFound(channel_id)
@@ -126,6 +134,8 @@ def channel_select(*, channel_id: str, message: str = "") -> tuple[Channel, Stre
             "last_failure_source": "",
             "last_failure_at": None,
             "switch_message": message.replace("{name}", channel.name)[:500],
+            "switch_returned": returned,
+            "stream_format": "",  # the switch's first stream is no change (stream_serial)
             "live": True,
             "transitioning": True,
             "upstream_down": False,

@@ -49,6 +49,7 @@ class PatternOptions:
     video_bitrate: int = 800_000  # bits/s
     audio: bool = True  # a quiet 1 kHz beep at the start of every second, 48 kHz mono AAC
     gop_seconds: float = 1.0  # keyframe interval: a player joining mid-stream starts within ~1 s
+    profile: str = "main"  # x264's H.264 profile: "baseline", "main" or "high"
 
     def __post_init__(self) -> None:
         # 4:2:0 chroma halves both dimensions, so odd sizes cannot be encoded exactly.
@@ -150,7 +151,7 @@ def _x264_options(options: PatternOptions) -> dict[str, str]:
         "preset": "veryfast",
         # No B-frames or lookahead: a frame leaves the encoder as soon as it is painted.
         "tune": "zerolatency",
-        "profile": "main",
+        "profile": options.profile,
         # A fixed cadence of IDR frames: scene-cut detection would add unplanned ones.
         "x264-params": (
             f"keyint={gop}:min-keyint={gop}:scenecut=0:vbv-maxrate={kbps}:vbv-bufsize={kbps}"

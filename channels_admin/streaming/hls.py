@@ -493,7 +493,8 @@ def _parse(response: Response) -> m3u8.M3U8:
     try:
         playlist = m3u8.loads(text, uri=response.url)
     except Exception as error:  # the parser raises assorted errors on malformed input
-        raise HlsError(f"the HLS playlist could not be parsed: {error}") from error
+        # the parser's words stay in the cause, for the log (failure_reasons.py)
+        raise HlsError("the HLS playlist could not be parsed") from error
     return playlist
 
 

@@ -20,7 +20,10 @@ are reported to a callback.
   and each source starts from its first key frame (``key_frame_gate.py``), its timestamps
   shifted to go on from the last ones sent (``restamp.py``).
 - A switch ends every open subscription: players must rebuild for the new stream, whose codecs
-  and timestamps differ.
+  and timestamps differ. Within a switch, every other change of stream (the slate, a source
+  after it or after another, a source's own change of codec, profile or picture size, as
+  ``stream_format.py`` reads them) is reported instead (:attr:`HubEvent.STREAM`): a browser
+  player does not survive it (issue 48), so the viewer page starts a new one.
 - When the process cannot carry its viewers, the load guard (``admission.py``) ends the streams
   of the newest (:meth:`Hub.shed`); what each viewer that reads lost is counted for it
   (:meth:`Hub.viewer_drops`).
@@ -36,14 +39,13 @@ import asyncio
 import contextlib
 import enum
 import logging
-import os
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
 
+from channels_admin.streaming.failure_reasons import failure_detail, failure_reason
 from channels_admin.streaming.gop_cache import GopCache
 from channels_admin.streaming.hls import (
     PLAYLIST_MAX_BYTES,
@@ -59,10 +61,11 @@ from channels_admin.streaming.relay import Relay, RelayError
 from channels_admin.streaming.restamp import Restamper
 from channels_admin.streaming.slate import Slate
 from channels_admin.streaming.sources import SourceCycle, source_label
+from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import PacketAligner
 from channels_admin.streaming.ts_scan import StreamLayout
-from channels_admin.streaming.upstream_addresses import UpstreamAddresses, UpstreamDenied
+from channels_admin.streaming.upstream_addresses import UpstreamAddresses
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +89,9 @@ class HubEvent(enum.Enum):
     PLAYING = "playing"  # what is playing changed (detail: e.g. "HLS 1280x720, segment 18")
     DOWN = "down"  # the source that played failed (detail: why); the hub fails over
     MISSED = "missed"  # a source tried while none played failed (detail: why)
+    # The viewers' stream changed without ending (detail: its format, e.g. "H.264 Main
+    # 640x360, AAC"): a player must start afresh. Not the first stream of a switch.
+    STREAM = "stream"
 
 
 @dataclass(frozen=True)
@@ -100,16 +106,15 @@ class HubReport:
 
     event: HubEvent
     sources: tuple[Upstream, ...]
-    index: int  # which source
+    index: int | None  # which source; None: the slate (a STREAM)
     detail: str
-
-    @property
-    def source(self) -> Upstream:
-        return self.sources[self.index]
+    # FLOWING: the source took over from another that failed (for the switch's first source to
+    # play, from the primary, which failed to start)
+    failover: bool = False
 
     @property
     def label(self) -> str:
-        return source_label(self.index, len(self.sources))
+        return "slate" if self.index is None else source_label(self.index, len(self.sources))
 
 
 class UpstreamError(Exception):
@@ -167,6 +172,8 @@ class Hub:
         self._slate = Slate(self._deliver, pattern=slate_pattern)
         self._layout: StreamLayout | None = None  # the PIDs of the source that played last
         self._restamp = Restamper()
+        self._format = FormatWatch()  # of the stream that goes out to the viewers
+        self._streams_begun = 0  # since the switch
         self.hls = hls if hls is not None else HlsOutput()  # the stream as HLS segments
         # A dict for its order: the newest viewers are the first to be cut off.
         self._subscriptions: dict[Subscription, None] = {}
@@ -276,6 +283,8 @@ class Hub:
             self._viewers_changed.set()
             self._gop.clear()
             self._restamp.reset()
+            self._format.restart()
+            self._streams_begun = 0
             if sources:
                 self.hls.discontinuity()
             else:
@@ -337,7 +346,8 @@ class Hub:
 
     async def _deliver(self, data: bytes) -> None:
         """To this process's viewers, and through the relay to the other processes', on one
-        time line whatever plays."""
+        time line whatever plays; a change of stream reported once these bytes of it are out
+        (a player started for it gets them from the GOP cache)."""
         data = self._restamp.feed(data)
         self._push(data)
         if self._relay is not None:
@@ -346,6 +356,20 @@ class Hub:
             except RelayError as error:
                 # The viewers of this process go on; the renewal decides who owns the upstream.
                 logger.warning("relay: could not publish a chunk: %s", error)
+        first = self._format.format is None
+        told = self._format.feed(data)
+        if told is not None and (not first or self._streams_begun > 1):
+            logger.info("the viewers' stream changed: %s", told or "format unknown")
+            await self._emit(HubEvent.STREAM, self._sources, self.playing_index, told)
+
+    def _stream_begins(self) -> None:
+        """Another stream goes out to the viewers from the next chunk on (a source, the slate):
+        its timestamps go on from the last ones sent, it starts an HLS discontinuity, and its
+        format is read afresh."""
+        self.hls.discontinuity()
+        self._restamp.begin()
+        self._format.restart()
+        self._streams_begun += 1
 
     def _fit_bursts(self, size: int) -> None:
         """Widen the viewers' buffers to ``BURST_SECONDS`` of the largest second seen."""
@@ -369,14 +393,17 @@ class Hub:
         # An HLS source's place in its playlist outlives a reconnect: no segment twice.
         readers = [HlsReader(max_bandwidth=self._hls_max_bandwidth) for _ in sources]
         slate_later = asyncio.get_running_loop().call_later(self._slate_delay, self._slate_due)
-        index, outage_logged = None, False
+        index, outage_logged, played_last = None, False, 0
+        logged: dict[int, str] = {}  # the last failure of each source logged at INFO
         try:
             while True:
                 index, wait = cycle.next(index)
                 if wait > 0:
                     await asyncio.sleep(wait)
                 connected = asyncio.get_running_loop().time()
-                played, reason = await self._play(sources, index, readers[index])
+                played, reason, detail = await self._play(
+                    sources, index, readers[index], failover=index != played_last
+                )
                 self.playing_index = None
                 backoff = cycle.failed(
                     index,
@@ -385,12 +412,14 @@ class Hub:
                 )
                 label = source_label(index, len(sources))
                 if played is not None:
+                    played_last = index
                     self._slate_start(self._layout)
                     logger.warning(
-                        "failover: the %s source failed after playing %.0f s (%s)",
+                        "failover: the %s source failed after playing %.0f s: %s (%s)",
                         label,
                         played,
                         reason,
+                        detail,
                     )
                     outage_logged = False
                     await self._emit(HubEvent.DOWN, sources, index, reason)
@@ -398,7 +427,17 @@ class Hub:
                 if not outage_logged and index == len(sources) - 1:
                     logger.warning("no source of the channel answers; the last: %s", reason)
                     outage_logged = True
-                logger.debug("%s: %s; retried in %.1f s at the earliest", label, reason, backoff)
+                # A new kind of failure is logged with its detail once; the retries quietly.
+                level = logging.DEBUG if logged.get(index) == detail else logging.INFO
+                logged[index] = detail
+                logger.log(
+                    level,
+                    "%s: %s (%s); retried in %.1f s at the earliest",
+                    label,
+                    reason,
+                    detail,
+                    backoff,
+                )
                 await self._emit(HubEvent.MISSED, sources, index, reason)
         finally:
             slate_later.cancel()
@@ -414,17 +453,17 @@ class Hub:
             self._slate_start(None)
 
     def _slate_start(self, layout: StreamLayout | None) -> None:
-        """Play the slate (on ``layout``'s PIDs): for the HLS output, another stream."""
+        """Play the slate (on ``layout``'s PIDs): another stream."""
         if not self._slate.playing:
-            self.hls.discontinuity()
-            self._restamp.begin()
+            self._stream_begins()
             self._slate.start(layout)
 
     async def _play(
-        self, sources: tuple[Upstream, ...], index: int, hls: HlsReader
-    ) -> tuple[float | None, str]:
+        self, sources: tuple[Upstream, ...], index: int, hls: HlsReader, *, failover: bool
+    ) -> tuple[float | None, str, str]:
         """Relay one connection of source ``index`` from its first key frame on: how long it
-        played (None: it never started) and why it ended."""
+        played (None: it never started), why it ended (:func:`failure_reason`) and the
+        technical detail, for the log. ``failover``: it takes over from another source."""
         loop = asyncio.get_running_loop()
         gate, pace = KeyFrameGate(), PaceMeter(window_seconds=self._slow_window)
         connected = loop.time()
@@ -441,12 +480,11 @@ class Hub:
                             raise UpstreamError(f"no key frame in {self._key_frame_timeout:g} s")
                         continue
                     await self._slate.stop()
-                    self.hls.discontinuity()  # after the slate or the source that failed
-                    self._restamp.begin()
+                    self._stream_begins()  # after the slate or the source that failed
                     self._layout = gate.layout
                     started, playing, reported = loop.time(), hls.playing, loop.time()
                     self.playing_index = index
-                    await self._emit(HubEvent.FLOWING, sources, index, playing)
+                    await self._emit(HubEvent.FLOWING, sources, index, playing, failover=failover)
                 elif hls.playing != playing and loop.time() - reported >= PLAYING_REPORT_SECONDS:
                     playing, reported = hls.playing, loop.time()
                     await self._emit(HubEvent.PLAYING, sources, index, playing)
@@ -456,20 +494,22 @@ class Hub:
                         f"the upstream sends {pace.ratio():.0%} of real time"
                         f" over {self._slow_window:g} s"
                     )
-            reason = "the upstream ended the stream"
-        except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors too
+            reason, detail = "the upstream ended the stream", "the response ended"
+        except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors too
             reason = (
                 f"the upstream stalled (no data for {self._stall_timeout:g} s)"
                 if received
                 else "the upstream did not answer in time"
             )
-        except (aiohttp.ClientError, UpstreamError, HlsError) as error:
-            reason = _failure_reason(error)
+            detail = failure_detail(error)
+        except (UpstreamError, HlsError) as error:  # their texts are written for the status
+            reason, detail = str(error), failure_detail(error)
         except Exception as error:
-            # Whatever else goes wrong (a malformed URL, a bug) must not end the retries.
-            logger.exception("upstream %s failed unexpectedly", sources[index].url)
-            reason = f"unexpected error: {error}"
-        return (None if started is None else loop.time() - started), reason
+            if not isinstance(error, aiohttp.ClientError):
+                # Whatever else goes wrong (a bug) must not end the retries.
+                logger.exception("upstream %s failed unexpectedly", sources[index].url)
+            reason, detail = failure_reason(error), failure_detail(error)
+        return (None if started is None else loop.time() - started), reason, detail
 
     async def _batched(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """Gather reads into fewer, larger chunks: every chunk costs a wake-up and a write per
@@ -535,29 +575,20 @@ class Hub:
                     yield data
 
     async def _emit(
-        self, event: HubEvent, sources: tuple[Upstream, ...], index: int, detail: str
+        self,
+        event: HubEvent,
+        sources: tuple[Upstream, ...],
+        index: int | None,
+        detail: str,
+        *,
+        failover: bool = False,
     ) -> None:
         if self._on_event is None:
             return
         try:
-            await self._on_event(HubReport(event, sources, index, detail))
+            await self._on_event(HubReport(event, sources, index, detail, failover))
         except Exception:
             logger.exception("hub event handler failed for %s", event)
-
-
-def _failure_reason(error: Exception) -> str:
-    """Why a source failed, in words for the status: "connection refused", not aiohttp's
-    sentence about the connect call."""
-    if isinstance(error, aiohttp.ClientConnectorError):
-        cause = error.os_error
-        if isinstance(cause, UpstreamDenied):
-            return str(cause)
-        if isinstance(cause, socket.gaierror):
-            return f"host not found ({cause.strerror})"
-        if cause.errno:
-            text = os.strerror(cause.errno)
-            return text[:1].lower() + text[1:]
-    return str(error) or type(error).__name__
 
 
 async def _body(response: aiohttp.ClientResponse, limit: int) -> bytes:

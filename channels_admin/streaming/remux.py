@@ -86,7 +86,8 @@ class TsRemuxer:
                 for _, source in sources:
                     source.close()
         except av.FFmpegError as error:
-            raise RemuxError(f"the segment could not be remuxed: {error}") from error
+            # FFmpeg's words stay in the cause, for the log (failure_reasons.py)
+            raise RemuxError("the segment could not be remuxed") from error
         return self._sink.take()
 
     def _close(self) -> None:

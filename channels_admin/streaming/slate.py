@@ -7,8 +7,10 @@ here by the demo channels' encoder, and the next source starts from a key frame 
 Every start of the slate begins with its layout and a key frame.
 
 The slate takes the PIDs of the source it stands in for (its PMT's, its video's and its
-audio's), so that a client sees the same streams go on rather than new ones appear: FFmpeg's
-demuxer, for one, adds a stream it finds midway that PyAV's reader then does not know.
+audio's), and has no sound where that source had none, so that a client sees the same streams go
+on rather than new ones appear: FFmpeg's demuxer, for one, adds a stream it finds midway that
+PyAV's reader then does not know, and mpegts.js in Chromium cannot add a track to the player it
+has (``addSourceBuffer``: "This MediaSource has reached the limit of SourceBuffer objects").
 
 With ``pattern=False`` (``CHANNELS_SLATE=0``: no encoder spends CPU on it) the slate is null
 packets, twice a second, which keep the connection and the player's patience, not its screen.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Awaitable, Callable
 
@@ -77,12 +80,15 @@ class Slate:
 
     async def _play(self, stop: threading.Event, layout: StreamLayout | None) -> None:
         options = dict(MUX_OPTIONS)
+        pattern = self._options
         pids: tuple[int | None, int | None] = (None, None)
         if layout is not None:
             options["mpegts_pmt_start_pid"] = str(layout.pmt_pid)
             pids = (layout.video_pid, layout.audio_pid)
+            if layout.audio_pid is None:
+                pattern = dataclasses.replace(pattern, audio=False)
         chunks = iterate_in_thread(
-            lambda: demo_chunks(self._options, label=SLATE_LABEL, mux_options=options, pids=pids),
+            lambda: demo_chunks(pattern, label=SLATE_LABEL, mux_options=options, pids=pids),
             stop=stop,
             name="slate",
             buffered=16,

@@ -64,7 +64,7 @@ class ProgramScanner:
         self._pmt_pid: int | None = None
         self.video_pid: int | None = None
         self.audio_pid: int | None = None
-        self._video_type = 0
+        self.video_type = self.audio_type = 0  # their ISO/IEC 13818-1 stream types
         self.clock_pid: int | None = None
 
     @property
@@ -99,7 +99,7 @@ class ProgramScanner:
 
     def _table(self, packet: bytes, pid: int) -> None:
         """Keep a PAT or PMT that fits one packet, and learn the PIDs it names."""
-        section = _payload(packet)
+        section = packet_payload(packet)
         if not section:
             return
         section = section[1 + section[0] :]  # the pointer field
@@ -118,6 +118,7 @@ class ProgramScanner:
             info = (body[2] & 0x0F) << 8 | body[3]
             at = 4 + info
             self.video_pid = self.audio_pid = self.clock_pid = None
+            self.video_type = self.audio_type = 0
             while at + 5 <= len(body):
                 stream_type = body[at]
                 elementary = (body[at + 1] & 0x1F) << 8 | body[at + 2]
@@ -125,24 +126,25 @@ class ProgramScanner:
                     self.clock_pid = elementary
                 if stream_type in VIDEO_STREAM_TYPES and self.video_pid is None:
                     self.video_pid = self.clock_pid = elementary
-                    self._video_type = stream_type
+                    self.video_type = stream_type
                 elif stream_type in AUDIO_STREAM_TYPES and self.audio_pid is None:
                     self.audio_pid = elementary
+                    self.audio_type = stream_type
                 at += 5 + ((body[at + 3] & 0x0F) << 8 | body[at + 4])
 
     def _is_key(self, packet: np.ndarray) -> bool:
         adaptation = packet[3] & 0x20 and packet[4] > 0
         if adaptation and packet[5] & 0x40:  # the random-access indicator
             return True
-        payload = _payload(packet.tobytes())
+        payload = packet_payload(packet.tobytes())
         if len(payload) < 9 or payload[:3] != b"\x00\x00\x01":
             return False
         elementary = payload[9 + payload[8] :]
-        if self._video_type in MPEG_VIDEO:
+        if self.video_type in MPEG_VIDEO:
             return MPEG_SEQUENCE_HEADER in elementary
         return any(
-            unit in (HEVC_KEY_UNITS if self._video_type == HEVC else H264_KEY_UNITS)
-            for unit in _nal_types(elementary, hevc=self._video_type == HEVC)
+            unit in (HEVC_KEY_UNITS if self.video_type == HEVC else H264_KEY_UNITS)
+            for unit in _nal_types(elementary, hevc=self.video_type == HEVC)
         )
 
 
@@ -177,7 +179,8 @@ def pcr_base(packet: np.ndarray | bytes) -> int:
     return b[0] << 25 | b[1] << 17 | b[2] << 9 | b[3] << 1 | b[4] >> 7
 
 
-def _payload(packet: bytes) -> bytes:
+def packet_payload(packet: bytes) -> bytes:
+    """What ``packet`` carries after its header and adaptation field."""
     control = packet[3] >> 4 & 0x3
     if not control & 0x1:
         return b""

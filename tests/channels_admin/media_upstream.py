@@ -1,8 +1,9 @@
 """A real IPTV origin for the failover tests and benchmarks: loopback HTTP serving real MPEG-TS.
 
-Every path serves the same clip, H.264 and AAC encoded once by the demo encoder with a label
-of its own per path's stream, looped, and paced to real time by its bytes (``speed`` 1.0), so
-that the hub sees true PCRs, PATs, PMTs and key frames. Each path's behaviour is set at run time
+Every path serves the same clip, H.264 (Main profile) and AAC encoded once by the demo encoder,
+unless it has a look of its own (:class:`Look`: its width, its profile, whether it has sound),
+looped, and paced to real time by its bytes (``speed`` 1.0), so that the hub sees true PCRs,
+PATs, PMTs and key frames. Each path's behaviour is set at run time
 (:class:`Behaviour`), and :meth:`MediaUpstream.drop` closes the open connections of a path. The
 origin records every connection, and whether an earlier one was still open when it came.
 """
@@ -33,13 +34,28 @@ class Behaviour(enum.Enum):
     SLOW = "slow"  # the clip at ``slow_speed`` of real time
 
 
+@dataclasses.dataclass(frozen=True)
+class Look:
+    """How a path's clip differs from the others: its width (16:9), its H.264 profile, and
+    whether it has sound."""
+
+    width: int = CLIP_OPTIONS.width
+    profile: str = "main"
+    audio: bool = True
+
+
 @functools.cache
-def clip(seconds: float = 12.0, width: int = CLIP_OPTIONS.width) -> bytes:
-    """``seconds`` of the demo pattern as MPEG-TS, ``width`` pixels wide (16:9), encoded once
-    per process."""
-    height = round(width * 9 / 16 / 2) * 2
+def clip(seconds: float = 12.0, look: Look = Look()) -> bytes:
+    """``seconds`` of the demo pattern as MPEG-TS, as ``look`` says, encoded once per process."""
+    height = round(look.width * 9 / 16 / 2) * 2
     chunks = demo_chunks(
-        dataclasses.replace(CLIP_OPTIONS, width=width, height=height),
+        dataclasses.replace(
+            CLIP_OPTIONS,
+            width=look.width,
+            height=height,
+            profile=look.profile,
+            audio=look.audio,
+        ),
         realtime=False,
         max_seconds=seconds,
         label="SOURCE",
@@ -56,11 +72,16 @@ class MediaUpstream:
         clip_seconds: float = 12.0,
         slow_speed: float = 0.1,
         widths: dict[str, int] | None = None,
+        looks: dict[str, Look] | None = None,
     ) -> None:
         self.clip = clip(clip_seconds)
         self.clip_seconds = clip_seconds
         # a path of its own width, so that a client can tell whose pictures it shows
-        self.clips = {path: clip(clip_seconds, width) for path, width in (widths or {}).items()}
+        looks = {
+            **{path: Look(width=width) for path, width in (widths or {}).items()},
+            **(looks or {}),
+        }
+        self.clips = {path: clip(clip_seconds, look) for path, look in looks.items()}
         self.slow_speed = slow_speed
         self.behaviour: dict[str, Behaviour] = {}  # by path; PLAY when unset
         self.connections: list[Connection] = []

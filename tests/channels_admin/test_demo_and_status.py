@@ -86,7 +86,12 @@ async def test_default_playlist_plays_the_demo_channel_through_the_hub(server):
     assert pushed[0]["channel_name"] == "Test pattern 2"
     assert pushed[0]["transitioning"] is True
     assert pushed[1]["transitioning"] is False  # the first bytes arrived
-    assert pushed[1] | {"viewers": 0} == {
+    # (the switch's outcome is written at its next check, 0.2 s at the most after the bytes)
+    assert pushed[1]["switch_message"] in {
+        "Switching to Test pattern 2…",
+        "Now playing Test pattern 2",
+    }
+    assert pushed[1] | {"viewers": 0, "switch_message": ""} == {
         "channel_name": "Test pattern 2",
         "channel_logo": "",
         "channel_group": "Demo",
@@ -99,6 +104,10 @@ async def test_default_playlist_plays_the_demo_channel_through_the_hub(server):
         "source": "primary",
         "sources": 1,
         "reconnecting": False,
+        "stream_serial": 0,
+        "stream_format": "",
+        "switch_message": "",
+        "switch_returned": False,
         "viewers": 0,
         "hls_viewers": 0,
         "refusing_viewers": False,
@@ -129,6 +138,10 @@ async def test_status_feed_is_read_only_and_answers_refresh(server):
         "source",
         "sources",
         "reconnecting",
+        "stream_serial",
+        "stream_format",
+        "switch_message",
+        "switch_returned",
         "viewers",
         "hls_viewers",
         "refusing_viewers",

@@ -37,6 +37,8 @@ def playlist_for(origin: MediaUpstream) -> str:
         f"{origin.url('/two.ts')}\n"
         '#EXTINF:-1 tvg-id="dead",Dead\n'
         f"{closed_port_url()}\n"
+        '#EXTINF:-1 tvg-id="solo",Solo\n'
+        f"{origin.url('/solo.ts')}\n"
     )
 
 
@@ -140,6 +142,18 @@ def test_a_failover_keeps_the_viewer_and_the_status_says_what_failed(server, ori
     assert max(c.overlapping for c in origin.connections) == 0
 
 
+def test_a_primary_that_never_started_counts_a_failover_once_the_backup_plays(server, origin):
+    origin.behaviour["/one-a.ts"] = Behaviour.REFUSE
+
+    select(server, "one")
+    wait_until(lambda: status(server)["source"] == "backup 2 of 2", what="the backup plays")
+
+    # as the admin page shows it: "backup 2 of 2 · 1 failover · primary failed …"
+    now = status(server)
+    assert (now["failovers"], now["last_failure"]["source"]) == (1, "primary")
+    assert now["last_failure"]["reason"] == "the upstream answered HTTP 503"
+
+
 def test_a_switch_to_a_dead_channel_goes_back_to_the_channel_before(server, origin):
     select(server, "two")
     wait_until(lambda: status(server)["switch_message"] == "Now playing Two", what="playing")
@@ -155,6 +169,7 @@ def test_a_switch_to_a_dead_channel_goes_back_to_the_channel_before(server, orig
 
     now = status(server)
     assert now["switch_message"] == "Dead did not answer (connection refused): back on Two"
+    assert now["switch_returned"] is True
     assert (now["live"], now["upstream_down"], now["source"]) == (True, False, "primary")
     assert max(c.overlapping for c in origin.connections) == 0
 
@@ -170,5 +185,28 @@ def test_a_first_switch_to_a_dead_channel_stays_and_keeps_trying(origin, tmp_pat
         now = status(fresh)
 
     assert now["switch_message"] == "Dead did not answer (connection refused): still trying"
+    assert now["switch_returned"] is False
     assert (now["channel_name"], now["live"], now["reconnecting"]) == ("Dead", True, True)
     assert now["last_failure"]["reason"] == "connection refused"
+
+
+def test_an_outage_and_the_return_are_told_as_two_changes_of_stream(server, origin):
+    select(server, "solo")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Solo", what="playing")
+    before = status(server)
+
+    origin.behaviour["/solo.ts"] = Behaviour.REFUSE
+    origin.drop("/solo.ts")
+    wait_until(lambda: status(server)["stream_serial"] == before["stream_serial"] + 1, what="slate")
+    slate = status(server)
+    origin.behaviour.clear()
+    wait_until(
+        lambda: status(server)["stream_serial"] == before["stream_serial"] + 2,
+        timeout=15,
+        what="the source back",
+    )
+    back = status(server)
+
+    assert before["stream_format"] == ""  # the switch's first stream is no change
+    assert (slate["stream_format"], slate["reconnecting"]) == ("H.264 Main 640x360, AAC", True)
+    assert (back["stream_format"], back["source"]) == ("H.264 Main 320x180, AAC", "primary")

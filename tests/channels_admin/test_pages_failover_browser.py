@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.channels_admin.media_upstream import Behaviour, MediaUpstream
+from tests.channels_admin.media_upstream import Behaviour, Look, MediaUpstream
 from tests.channels_admin.stream_client import select, status, wait_until
 from tests.channels_admin.test_failover_server import SWITCH_TIMEOUT_SEC, server_for
 from tests.channels_admin.test_pages_browser import PLAYING, admin_login
@@ -26,9 +26,31 @@ RECORD_CHANGES = """(id) => {
 }"""
 
 
+# What a player shows, summed over the players the page builds (each starts its clock at 0), the
+# MediaSources they made, and what the page threw or logged as an error.
+WATCH_THE_PLAYERS = """
+window.watched = 0;
+let last = null;
+document.addEventListener("timeupdate", (event) => {
+    const step = event.target.currentTime - last;
+    if (last !== null && step > 0 && step < 1) window.watched += step;
+    last = event.target.currentTime;
+}, true);
+const NativeMediaSource = window.MediaSource;
+window.mediaSources = [];
+window.MediaSource = class extends NativeMediaSource {
+    constructor() { super(); window.mediaSources.push(this); }
+};
+"""
+OPEN_MEDIA_SOURCES = """() => window.mediaSources
+    .filter((source) => source.readyState !== "closed")
+    .map((source) => source.sourceBuffers.length)"""
+
+
 @pytest.fixture(scope="module")
 def origin():
-    server = MediaUpstream()
+    # Solo: one source like the one of issue 48, Baseline without sound, the slate's size
+    server = MediaUpstream(looks={"/solo.ts": Look(width=640, profile="baseline", audio=False)})
     yield server
     server.close()
 
@@ -95,6 +117,32 @@ def test_a_switch_to_a_dead_channel_ends_with_the_outcome_on_the_admin_page(serv
     assert page.text_content("#channel-name") == "Two"
 
 
+def test_the_tv_page_tells_where_the_hub_went_back_to_after_a_dead_channel_and_why(server, page):
+    select(server, "two")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Two", what="playing")
+    page.goto(f"{server}/tv/")
+    page.wait_for_function(PLAYING, timeout=20_000)
+    page.evaluate(RECORD_CHANGES, "message")
+    page.evaluate(RECORD_CHANGES, "state")
+
+    select(server, "dead")
+    outcome = "Dead did not answer (connection refused): back on Two"
+    page.wait_for_function(text_is("message", outcome), timeout=(SWITCH_TIMEOUT_SEC + 5) * 1000)
+    page.wait_for_function(text_is("state", "live"), timeout=20_000)
+    page.shot("back-on-two")
+
+    assert page.text_content("#message") == outcome  # still told once Two plays again
+    assert page.text_content("#channel-name") == "Two"
+    # never "The channel's source stopped; reconnecting…" of a channel that never started
+    seen = page.evaluate("() => window.seen.message")
+    assert [text for text in seen if text != "Switching to Dead…"] == [
+        "",
+        "Dead has not answered yet; still trying…",
+        outcome,
+    ]
+    assert "reconnecting" not in page.evaluate("() => window.seen.state")
+
+
 def test_a_failover_keeps_the_tv_playing_and_the_admin_says_so(server, origin, page, browser):
     select(server, "one")
     wait_until(lambda: status(server)["switch_message"] == "Now playing One", what="playing")
@@ -151,3 +199,45 @@ def test_the_pages_say_when_the_server_cannot_be_reached(origin, page, browser, 
         assert admin.text_content("#state") == "no connection"
     finally:
         admin.context.close()
+
+
+def console_error(message, errors: list[str]) -> None:
+    """Keep an error the page logged; not the favicon the site does not have."""
+    if message.type == "error" and not message.location["url"].endswith("/favicon.ico"):
+        errors.append(message.text)
+
+
+def watched(page) -> float:
+    return page.evaluate("() => window.watched")
+
+
+def test_a_viewer_who_sits_through_an_outage_plays_again_when_the_source_returns(
+    server, origin, page
+):
+    # the source is H.264 Baseline without sound, the slate Main with sound, both 640x360
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error.message))
+    page.on("console", lambda message: console_error(message, errors))
+    select(server, "solo")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Solo", what="playing")
+    page.add_init_script(WATCH_THE_PLAYERS)
+    page.goto(f"{server}/tv/")
+    page.wait_for_function(PLAYING, timeout=20_000)
+
+    origin.behaviour["/solo.ts"] = Behaviour.REFUSE
+    origin.drop("/solo.ts")
+    wait_until(lambda: status(server)["reconnecting"], what="the outage")
+    before = watched(page)
+    page.wait_for_function(f"() => window.watched > {before} + 1", timeout=10_000)  # the slate
+    origin.behaviour.clear()
+    wait_until(lambda: status(server)["source"] == "primary", timeout=20, what="the return")
+    returned = watched(page)
+    page.wait_for_function(f"() => window.watched > {returned} + 2", timeout=10_000)
+    page.shot("back-from-the-outage")
+
+    assert page.text_content("#state") == "live"
+    assert page.text_content("#message") == ""
+    # a player each for the source, the slate and the source again; the last one's alone open
+    assert page.evaluate("() => window.mediaSources.length") == 3
+    assert page.evaluate(OPEN_MEDIA_SOURCES) == [1]
+    assert errors == []

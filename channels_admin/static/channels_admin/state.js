@@ -11,11 +11,12 @@ export function showState(badge, status, { connected = true, picture = true } = 
     ? ["no connection", "offline"]
     : !status || !status.live
       ? ["off air", "off"]
-      : // the server plays its RECONNECTING slate meanwhile: the channel is on, its source is not
-        status.reconnecting || status.upstream_down
-        ? ["reconnecting", "reconnecting"]
-        : status.transitioning
-          ? ["switching…", "switching"]
+      : // a channel that has not started since the switch is not reconnecting, whatever failed
+        status.transitioning
+        ? ["switching…", "switching"]
+        : // the server plays its RECONNECTING slate meanwhile: the channel is on, its source not
+          status.reconnecting || status.upstream_down
+          ? ["reconnecting", "reconnecting"]
           : !picture
             ? ["starting…", "switching"]
             : ["live", "live"];

@@ -1,9 +1,13 @@
 // The viewer page: plays /ts with mpegts.js and shows the status the server pushes.
 //
 // The server ends /ts when the channel changes; the player is then rebuilt at once (after an
-// error, a second later), so the page follows the channel without a reload. A browser without
-// Media Source Extensions (Safari on iOS) cannot run mpegts.js but plays HLS itself: it gets
-// the same channel as /hls/live.m3u8, whose discontinuities carry it across a switch.
+// error, a second later), so the page follows the channel without a reload. Within a channel the
+// stream changes too, without ending (the RECONNECTING slate, a backup, the source back, a
+// source's new codec or picture size): mpegts.js cannot follow such a change in the same player
+// (a Main-profile slate, then a Baseline source, froze it for good), so the status feed tells
+// of each (`stream_serial`) and the page starts a new player for it. A browser without Media
+// Source Extensions (Safari on iOS) cannot run mpegts.js but plays HLS itself: it gets the same
+// channel as /hls/live.m3u8, whose discontinuities carry it across every change.
 //
 // One sentence under the player always says what is happening, in words a viewer reads: the
 // player's own errors go to the console, as their detail means nothing to a viewer.
@@ -21,10 +25,15 @@ const FEED_LASTED_MS = 10000;
 // than this without one and the badge stops saying "live".
 const PICTURE_STALE_MS = 3000;
 const CHECK_EVERY_MS = 1000;
+// A return to the channel before (the one chosen showed no picture) is told while it is under
+// way and this long after.
+const RETURN_TOLD_MS = 15000;
 
 const video = document.getElementById("player");
 const message = document.getElementById("message");
 let player = null; // an mpegts.js player, or "hls" while the browser plays the HLS output
+let builtFor = null; // the stream (status.stream_serial) the player was built for
+let letGo = []; // mpegts.js players no longer used, to be destroyed in a task of their own
 let rebuildTimer = null;
 let status = null; // the latest status the feed pushed
 // "connecting" at first, then "open" or "closed": once closed, `status` may be long untrue.
@@ -33,9 +42,19 @@ let refused = false; // the server refused this viewer (it carries all it can)
 let lastFrameAt = 0;
 let lastTime = -1;
 let shownSentence = null;
+// When the page learned of the current return (performance.now()); -Infinity: after it was over.
+let returnSince = null;
 
 function showStatus(pushed) {
+  const before = status;
   status = pushed;
+  if (!status.switch_returned) {
+    returnSince = null;
+  } else if (returnSince === null) {
+    // told to a page that saw it happen, not to one opened later
+    const seen = status.transitioning || (before && !before.switch_returned);
+    returnSince = seen ? performance.now() : -Infinity;
+  }
   document.getElementById("channel-name").textContent = status.channel_name || "No channel";
   const details = [
     status.channel_number && `#${status.channel_number}`,
@@ -48,8 +67,11 @@ function showStatus(pushed) {
   const logo = document.getElementById("channel-logo");
   logo.hidden = !status.channel_logo;
   if (status.channel_logo) logo.src = status.channel_logo;
-  // Reconnecting keeps the player: the server goes on sending its slate on the same stream.
-  if (status.live && !player && !rebuildTimer) buildPlayer();
+  if (status.live && player && player !== "hls" && status.stream_serial !== builtFor) {
+    scheduleRebuild(`the stream changed to ${status.stream_format || "a format not known"}`, 0);
+  } else if (status.live && !player && !rebuildTimer) {
+    buildPlayer();
+  }
   render();
 }
 
@@ -67,13 +89,26 @@ function sentence() {
     const picks = "No channel is on yet. An administrator picks one on the ";
     return [picks, "channel page", "/tv/admin/", "."];
   }
+  // where the hub went back to, and why: "X did not answer (connection refused): back on Y"
+  if (status.switch_returned && (status.transitioning || returnTold())) {
+    return [status.switch_message];
+  }
+  if (status.transitioning) {
+    // a channel that has not started since the switch never stopped
+    return status.upstream_down
+      ? [`${status.channel_name} has not answered yet; still trying…`]
+      : [`Switching to ${status.channel_name}…`];
+  }
   if (status.reconnecting || status.upstream_down) {
     return ["The channel's source stopped; reconnecting…"];
   }
-  if (status.transitioning) return [`Switching to ${status.channel_name}…`];
   if (refused) return ["This server carries all the viewers it can; trying again in 10 s…"];
   if (!pictureShown()) return [`Tuning in to ${status.channel_name}…`];
   return [""];
+}
+
+function returnTold() {
+  return performance.now() - returnSince < RETURN_TOLD_MS;
 }
 
 function render() {
@@ -102,19 +137,37 @@ video.addEventListener("timeupdate", () => {
 });
 setInterval(render, CHECK_EVERY_MS);
 
-function destroyPlayer() {
-  if (!player) return;
+// mpegts.js goes on using a player after calling its listeners, so a player destroyed in one of
+// them throws ("Cannot read properties of null (reading 'emit')"). A player is let go of at
+// once (its listeners then ignore it), and destroyed in a task of its own, always before the
+// next one takes the video element (its detaching empties the element's source).
+function letPlayerGo() {
   if (player === "hls") {
     video.removeAttribute("src");
     video.load();
-  } else {
-    player.destroy();
+  } else if (player) {
+    letGo.push(player);
+    setTimeout(destroyLetGo, 0);
   }
   player = null;
 }
 
+function destroyLetGo() {
+  for (const old of letGo.splice(0)) {
+    try {
+      // this order frees its connection, its MediaSource and their SourceBuffers
+      old.pause();
+      old.unload();
+      old.detachMediaElement();
+      old.destroy();
+    } catch (error) {
+      console.warn("viewer: destroying a player failed:", error);
+    }
+  }
+}
+
 function playNativeHls() {
-  destroyPlayer();
+  letPlayerGo();
   player = "hls";
   video.src = new URL("/hls/live.m3u8", location.href).href;
   const playing = video.play();
@@ -128,8 +181,8 @@ video.addEventListener("error", () => {
 
 function scheduleRebuild(reason, delayMs = REBUILD_DELAY_MS) {
   console.info(`viewer: rebuilding the player: ${reason}`);
-  destroyPlayer();
-  if (rebuildTimer) return;
+  letPlayerGo();
+  clearTimeout(rebuildTimer);
   rebuildTimer = setTimeout(() => {
     rebuildTimer = null;
     // Without the feed the server is likely gone: the player waits for the feed to return.
@@ -143,13 +196,17 @@ function buildPlayer() {
     playNativeHls();
     return;
   }
-  destroyPlayer();
-  player = mpegts.createPlayer(
+  letPlayerGo();
+  destroyLetGo();
+  const built = mpegts.createPlayer(
     { type: "mpegts", isLive: true, url: new URL("/ts", location.href).href },
     { enableStashBuffer: false, liveBufferLatencyChasing: true },
   );
-  player.attachMediaElement(video);
-  player.on(mpegts.Events.ERROR, (type, detail, info) => {
+  player = built;
+  builtFor = status?.stream_serial ?? null;
+  built.attachMediaElement(video);
+  built.on(mpegts.Events.ERROR, (type, detail, info) => {
+    if (built !== player) return; // a player let go of
     if (info && info.code === 503) {
       // Refused (no channel yet, or this server carries all the viewers it can): its
       // Retry-After, which mpegts.js does not pass on, is this long.
@@ -161,17 +218,11 @@ function buildPlayer() {
       scheduleRebuild(`${type}: ${detail}`);
     }
   });
-  // Another source with another picture size (a failover, the slate): Chromium takes seconds
-  // to show it in the same player, while a new one starts at once from its key frame.
-  let size = null;
-  player.on(mpegts.Events.MEDIA_INFO, (info) => {
-    const next = info.hasVideo ? `${info.width}x${info.height}` : null;
-    if (size && next && next !== size) scheduleRebuild(`the picture size changed to ${next}`, 0);
-    size = next || size;
-  });
   // The server ended the stream: a switch, whose new channel is ready to be asked for now.
-  player.on(mpegts.Events.LOADING_COMPLETE, () => scheduleRebuild("the channel changed", 0));
-  player.load();
+  built.on(mpegts.Events.LOADING_COMPLETE, () => {
+    if (built === player) scheduleRebuild("the channel changed", 0);
+  });
+  built.load();
   const playing = video.play();
   if (playing) playing.catch(() => {}); // autoplay may wait for a click
 }

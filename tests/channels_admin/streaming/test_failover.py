@@ -13,6 +13,7 @@ import av
 import pytest
 
 from channels_admin.streaming.hub import Hub, HubEvent, HubReport, Upstream
+from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import TS_PACKET
 from tests.channels_admin.media_upstream import (
@@ -20,6 +21,7 @@ from tests.channels_admin.media_upstream import (
     CLIP_PMT_PID,
     CLIP_VIDEO_PID,
     Behaviour,
+    Look,
     MediaUpstream,
 )
 
@@ -36,14 +38,29 @@ def origin():
 
 
 class Recorder:
+    """The hub's reports; at each change of stream, what a viewer who joins then gets first."""
+
     def __init__(self) -> None:
         self.reports: list[HubReport] = []
+        self.hub: Hub | None = None
+        self.joined: list[bytes] = []
 
     async def __call__(self, report: HubReport) -> None:
         self.reports.append(report)
+        if report.event is HubEvent.STREAM and self.hub is not None:
+            viewer = self.hub.subscribe()
+            self.joined.append(await asyncio.wait_for(viewer.next_data(), 1))
+            self.hub.unsubscribe(viewer)
 
     def seen(self) -> list[tuple[HubEvent, str, str]]:
-        return [(r.event, r.label, r.detail) for r in self.reports]
+        """What the hub said of the sources."""
+        return [
+            (r.event, r.label, r.detail) for r in self.reports if r.event is not HubEvent.STREAM
+        ]
+
+    def streams(self) -> list[tuple[str, str]]:
+        """The changes of stream it told: what plays, and its format."""
+        return [(r.label, r.detail) for r in self.reports if r.event is HubEvent.STREAM]
 
 
 def hub_for(recorder: Recorder) -> Hub:
@@ -253,3 +270,40 @@ async def test_when_every_source_fails_each_is_retried_after_its_backoff_then_on
         )
     assert max(c.overlapping for c in origin.connections) == 0
     assert recorder.seen()[-1] == (HubEvent.FLOWING, "backup 2 of 2", "")
+
+
+async def test_each_change_of_stream_is_told_once_a_viewer_joining_then_gets_it():
+    # issue 48's channel: one source, H.264 Baseline without sound, the slate's size
+    origin = MediaUpstream(looks={A: Look(width=640, profile="baseline", audio=False)})
+    recorder = Recorder()
+    hub = recorder.hub = hub_for(recorder)
+    try:
+        await hub.switch(sources(origin, A))
+        await until(lambda: hub.playing_index == 0, what="the source plays")
+        viewer = Viewer(hub.subscribe())
+
+        origin.behaviour[A] = Behaviour.REFUSE
+        origin.drop(A)
+        await until(lambda: len(recorder.streams()) == 1, what="the slate told")
+        slate_start = len(viewer.data)
+        origin.behaviour[A] = Behaviour.PLAY
+        await until(lambda: len(recorder.streams()) == 2, what="the source told")
+    finally:
+        await hub.close()
+        origin.close()
+
+    # the switch's first stream is not told: it ended the viewers' streams instead
+    assert recorder.streams() == [
+        ("slate", "H.264 Main 640x360"),  # without sound, as the source it stands in for
+        ("primary", "H.264 Constrained Baseline 640x360"),
+    ]
+    assert [told_first(start) for start in recorder.joined] == [
+        ("H.264 Main 640x360", 0),
+        ("H.264 Constrained Baseline 640x360", 0),
+    ]
+    assert CLIP_AUDIO_PID not in pids(bytes(viewer.data)[slate_start:])
+
+
+def told_first(data: bytes) -> tuple[str | None, int]:
+    """The format ``data`` tells, and the PID of its first packet."""
+    return FormatWatch().feed(data), pids(data)[0]

@@ -9,7 +9,7 @@ import av
 
 from channels_admin.streaming.restamp import STEP, WRAP, Restamper
 from channels_admin.streaming.ts import TS_PACKET
-from tests.channels_admin.media_upstream import clip
+from tests.channels_admin.media_upstream import Look, clip
 
 CHUNK = 50 * TS_PACKET
 
@@ -25,7 +25,7 @@ def stamps(data: bytes, kind: str) -> list[int]:
 
 
 def test_the_next_stream_goes_on_a_step_after_the_last_timestamp_sent():
-    first, second = clip(12.0, 320), clip(12.0, 384)
+    first, second = clip(12.0, Look(width=320)), clip(12.0, Look(width=384))
     half = len(first) // 2 // TS_PACKET * TS_PACKET
     restamper = Restamper()
 
@@ -55,7 +55,7 @@ def pcrs(data: bytes) -> list[int]:
 
 
 def test_the_clock_references_move_with_the_timestamps():
-    first, second = clip(12.0, 320), clip(12.0, 384)
+    first, second = clip(12.0, Look(width=320)), clip(12.0, Look(width=384))
     restamper = Restamper()
     fed(restamper, first)
     restamper.begin()
@@ -73,7 +73,7 @@ def test_timestamps_near_the_wrap_go_on_past_it():
     restamper._latest = WRAP - 1000  # as after a day and a bit of one time line
     restamper.begin()
 
-    after = fed(restamper, clip(12.0, 320))
+    after = fed(restamper, clip(12.0, Look(width=320)))
 
     video = stamps(after, "video")
     assert all((later - earlier) % WRAP == 3600 for earlier, later in itertools.pairwise(video))
