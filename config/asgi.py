@@ -6,12 +6,12 @@ import gc
 import os
 import re
 
-from django.core.asgi import get_asgi_application
+from config.django_handler import django_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 # Build the Django application (and so load the app registry) before anything imports models.
-django_application = get_asgi_application()
+django_application = django_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
