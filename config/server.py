@@ -58,6 +58,7 @@ from twisted.web import http
 
 from config.body_limit import body_cap, body_refusal
 from config.websocket_close import EndpointCloseFactory
+from core.malloc import malloc_arenas_limit
 
 logger = logging.getLogger(__name__)
 
@@ -472,6 +473,9 @@ def _warn_of_listening(argv: list[str]) -> None:
 
 
 def main() -> None:
+    # Before any thread allocates: one arena, whose free memory malloc_trim can return
+    # (core/malloc.py), rather than one for each thread that an export or import runs in.
+    malloc_arenas_limit(arenas=1)
     _warn_of_listening(sys.argv[1:])
     reactor.addSystemEventTrigger("before", "shutdown", _hub_closed)
     # daphne builds its HTTP factory from this module-level name, and has no other way to be
