@@ -6,12 +6,12 @@ import gc
 import os
 import re
 
-from django.core.asgi import get_asgi_application
+from config.django_handler import django_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 # Build the Django application (and so load the app registry) before anything imports models.
-django_application = get_asgi_application()
+django_application = django_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -22,29 +22,32 @@ from django.urls import re_path  # noqa: E402
 from channels_admin import routing as channels_admin_routing  # noqa: E402
 from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E402
 from config.body_limit import RequestBodyLimit  # noqa: E402
+from config.memory_return import MemoryReturn  # noqa: E402
 from config.rate_limits import RateLimitGate  # noqa: E402
 from config.static_files import StaticFiles  # noqa: E402
 from core.backpressure import PacedStreams  # noqa: E402
 from segmentation.services.engines import engine_announce, engine_get  # noqa: E402
 
-http_application = RateLimitGate(
-    PacedStreams(
-        RequestBodyLimit(
-            StaticFiles(django_application) if settings.SERVE_STATIC else django_application
+http_application = MemoryReturn(
+    RateLimitGate(
+        PacedStreams(
+            RequestBodyLimit(
+                StaticFiles(django_application) if settings.SERVE_STATIC else django_application
+            ),
+            # computed as it is read: a slow client slows its propagation, not the server's memory
+            frozenset({"/propagate_in_video"}),
         ),
-        # computed as it is read: a slow client slows its propagation, not the server's memory
-        frozenset({"/propagate_in_video"}),
-    ),
-    paths=frozenset(
-        {
-            "/graphql",
-            "/propagate_in_video",
-            "/annotations/masks.zip",
-            "/annotations/coco.json",
-            "/annotations/yolo.zip",
-        }
-    ),
-    path_pattern=re.compile(r"/sessions/[^/]+/annotations"),  # the annotation import
+        paths=frozenset(
+            {
+                "/graphql",
+                "/propagate_in_video",
+                "/annotations/masks.zip",
+                "/annotations/coco.json",
+                "/annotations/yolo.zip",
+            }
+        ),
+        path_pattern=re.compile(r"/sessions/[^/]+/annotations"),  # the annotation import
+    )
 )
 
 playlist_ensure_loaded()

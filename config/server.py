@@ -69,6 +69,7 @@ from config.websocket_admission import (
     websocket_admission,
 )
 from config.websocket_close import EndpointCloseFactory
+from core.malloc import malloc_arenas_limit
 
 logger = logging.getLogger(__name__)
 
@@ -505,6 +506,9 @@ def _warn_of_listening(argv: list[str]) -> None:
 
 
 def main() -> None:
+    # Before any thread allocates: one arena, whose free memory malloc_trim can return
+    # (core/malloc.py), rather than one for each thread that an export or import runs in.
+    malloc_arenas_limit(arenas=1)
     _warn_of_listening(sys.argv[1:])
     reactor.addSystemEventTrigger("before", "shutdown", _hub_closed)
     # daphne builds its HTTP factory from this module-level name, and has no other way to be
