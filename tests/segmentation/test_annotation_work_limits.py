@@ -477,12 +477,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 def test_an_export_stops_when_its_client_hangs_up(budget_server, default_video_var: Path):
-    # given YOLO labels asked for 8 frames of masks of isolated pixels (seconds of work each)
+    # given YOLO labels asked for 36 frames of masks of isolated pixels (7.4 MB, under the 8 MB
+    # cap; a quarter of a second each: 102,480 polygons written)
     mask = isolated_pixels()
     file = {
         "video": VIDEO,
         "frames": [
-            {"frame_index": i, "objects": [{"object_id": 1, "mask": mask}]} for i in range(8)
+            {"frame_index": i, "objects": [{"object_id": 1, "mask": mask}]} for i in range(36)
         ],
     }
     body = json.dumps(file).encode()
