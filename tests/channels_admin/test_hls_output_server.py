@@ -112,6 +112,7 @@ def test_a_live_hls_client_decodes_the_channel(server):
 def test_hls_clients_count_as_viewers(server):
     select(server, "demo.1")
     fetched_before = set(SEGMENT.findall(playing(server)))  # other tests' clients fetched these
+
     def three_new() -> bool:  # a playlist begun again after the switch may hold fewer yet
         names = SEGMENT.findall(playlist(server).text)
         return len(names) >= 3 and names[-3] not in fetched_before
