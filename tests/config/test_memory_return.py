@@ -10,6 +10,7 @@ until the cyclic collector ran: this round left the server about 65 MB larger th
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import os
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 import requests
 
+from config import memory_return
 from segmentation.rle import rle_encode
 from tests.config.test_upload_memory import memory_mb, upload
 from tests.conftest import free_port, running_server, server_pid
@@ -158,3 +160,44 @@ def test_large_requests_leave_the_server_as_large_as_it_was(server: str) -> None
         "UNSUPPORTED_MEDIA",
     ]
     assert after - before < LEFT_MARGIN_MB, (before, after)
+
+
+async def test_only_a_large_body_brought_returns_memory_and_returns_ending_together_share_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    returns = []
+    monkeypatch.setattr(
+        memory_return, "memory_return", lambda: returns.append(1) or time.sleep(0.2)
+    )
+
+    async def app(scope, receive, send) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        for _ in range(40):  # 4 MB answered, as a stream does
+            await send({"type": "http.response.body", "body": b"x" * 100_000, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    def bringing(size: int):
+        messages = [{"type": "http.request", "body": b"x" * size, "more_body": False}]
+
+        async def receive() -> dict:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        return receive
+
+    async def send(message: dict) -> None:
+        pass
+
+    middleware = memory_return.MemoryReturn(app)
+    scope = {"type": "http", "path": "/ts"}
+    # a stream's answer of 4 MB, and a body of exactly 1 MB: nothing returned
+    await middleware(scope, bringing(0), send)
+    await middleware(scope, bringing(memory_return.LARGE_BYTES), send)
+    assert returns == []
+    # three bodies of 1 MB and a byte, ending together: one return, which all three wait for
+    started = time.monotonic()
+    await asyncio.gather(
+        *(middleware(scope, bringing(memory_return.LARGE_BYTES + 1), send) for _ in range(3))
+    )
+    assert returns == [1]
+    assert time.monotonic() - started >= 0.2
