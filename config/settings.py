@@ -239,6 +239,10 @@ MAX_PARALLEL_TRANSCODES = env_int(
 )
 MAX_QUEUED_TRANSCODES = env_int("MAX_QUEUED_TRANSCODES", 8, minimum=0)
 TRANSCODE_WAIT_SEC = env_int("TRANSCODE_WAIT_SEC", 120, minimum=1)
+# Exports converted at once, each in a process of its own (segmentation/services/exports.py), and
+# how many more may wait their turn; past them, SERVER_BUSY.
+EXPORT_PROCESSES = env_int("EXPORT_PROCESSES", max(1, (os.cpu_count() or 2) // 2), minimum=1)
+EXPORTS_QUEUED = env_int("EXPORTS_QUEUED", 8, minimum=0)
 # Disk the stored uploads and shared videos may take together; past it, STORAGE_FULL.
 MEDIA_QUOTA_BYTES = env_int("MEDIA_QUOTA_MB", 10240, minimum=1) * 1024 * 1024
 TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")

@@ -8,6 +8,8 @@ from pathlib import PurePosixPath
 from django.db import models
 from django.db.models import Q
 
+from segmentation.video_shape import VideoShape
+
 DISPLAY_NAME_MAX = 120
 
 
@@ -72,9 +74,16 @@ class Video(models.Model):
         """What people see: the display name, or else the stored file's name."""
         return self.display_name or PurePosixPath(self.path).name
 
+    @property
+    def shape(self) -> VideoShape:
+        """Its name, size and length, as the annotation files' checks and exports take them."""
+        return VideoShape(
+            name=self.name, width=self.width, height=self.height, frame_count=self.frame_count
+        )
+
     def export_name(self, *, suffix: str) -> str:
         """A download's file name: the name's stem and ``suffix`` (``clip-masks.zip``)."""
-        return f"{PurePosixPath(self.name).stem}{suffix}"
+        return self.shape.export_name(suffix=suffix)
 
 
 class TermsAcceptance(models.Model):

@@ -14,9 +14,10 @@ propagation stream and mask exports.
   annotator's Import), beside GraphQL because the SAM 2 schema is fixed; with ``?replay=`` the
   receipt of a session the server lost (``GET /sessions/<id>/receipt``), whose work it gives back
   without metering it again (``services/local_sessions.py``).
-- The exports and the import check the file, then convert or import it, in a thread of their
-  own (``core/threads.py``'s ``call_in_thread``): a client that hangs up stops it at its next
-  mask or frame, without holding the event loop or the thread that runs sync views meanwhile.
+- The import checks the file, then imports it, in a thread of its own (``core/threads.py``'s
+  ``call_in_thread``): a client that hangs up stops it at its next frame, without holding the
+  event loop or the thread that runs sync views meanwhile. The exports check and convert the
+  file in a process of their own (``services/exports.py``), killed when the client hangs up.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id, vide
 from segmentation.services.annotation_imports import session_annotations_import
 from segmentation.services.coco_instances import coco_instances_build
 from segmentation.services.engines import engine_describe, engine_given_masks_run_model
+from segmentation.services.exports import export_convert
 from segmentation.services.frame_images import frame_image_get
 from segmentation.services.mask_archives import mask_archive_build
 from segmentation.services.session_types import FrameMasks, Propagation
@@ -75,7 +77,7 @@ from segmentation.services.sessions import (
     session_propagation,
     session_receipt,
 )
-from segmentation.services.uploads import annotations_check, annotations_read, annotations_video
+from segmentation.services.uploads import annotations_read, annotations_video
 from segmentation.services.yolo_polygons import yolo_labels_build
 
 logger = logging.getLogger(__name__)
@@ -231,8 +233,8 @@ async def _converted(
     """The posted annotations (the export format), converted by ``build`` and answered as a
     download. A file over the bounds of ``annotation_json.py`` is refused first; the request is
     charged to the client's cost limit by the file's size and a flat part (capped: see
-    ``segmentation/graphql/cost.py``) before it is parsed; the conversion runs in a thread of
-    its own, which stops at its next mask or frame when the client hangs up."""
+    ``segmentation/graphql/cost.py``) before it is parsed; the check and the conversion run in an
+    export process (``services/exports.py``), killed when the client hangs up."""
     if request.method != "POST":
         return _error(405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations")
     body = _annotation_body(request)
@@ -250,8 +252,7 @@ async def _converted(
     stop = threading.Event()
 
     def convert() -> tuple[str, bytes]:
-        annotations_check(data, video=video, stop=stop)
-        return build(video=video, data=data, stop=stop)
+        return export_convert(build=build, data=data, video=video.shape, stop=stop)
 
     try:
         name, content = await call_in_thread(_stoppable(request, convert), stop=stop, name="export")

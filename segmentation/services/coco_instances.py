@@ -19,11 +19,11 @@ import threading
 from pycocotools import mask as coco_mask
 
 from core.threads import Stopped
-from segmentation.models import Video
+from segmentation.video_shape import VideoShape
 
 
 def coco_instances_build(
-    *, video: Video, data: dict, stop: threading.Event | None = None
+    *, video: VideoShape, data: dict, stop: threading.Event | None = None
 ) -> tuple[str, bytes]:
     """The file's name and bytes for annotations in the export format, checked against their
     ``video`` (``annotations_check``). Raises :class:`Stopped` between frames once ``stop`` is

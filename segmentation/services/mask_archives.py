@@ -16,14 +16,14 @@ import numpy as np
 from core.threads import Stopped
 from segmentation.davis_png import labels_png_write
 from segmentation.errors import BadUserInput
-from segmentation.models import Video
 from segmentation.rle import rle_decode
+from segmentation.video_shape import VideoShape
 
 LARGEST_OBJECT_ID = 255  # one byte per pixel
 
 
 def mask_archive_build(
-    *, video: Video, data: dict, stop: threading.Event | None = None
+    *, video: VideoShape, data: dict, stop: threading.Event | None = None
 ) -> tuple[str, bytes]:
     """The archive's file name and bytes for annotations in the export format, checked against
     their ``video`` (``annotations_check``); :class:`BadUserInput` for an object ID no label

@@ -27,18 +27,15 @@ import unicodedata
 import uuid
 from pathlib import Path, PurePosixPath
 
-import numpy as np
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 
 from core.malloc import memory_return
-from core.threads import Stopped
+from segmentation.annotation_check import frames_check
 from segmentation.annotation_json import annotations_parse
-from segmentation.engines.base import BOX_LABELS, MAX_POINTS, PromptError, box_check
 from segmentation.errors import BadUserInput, StorageFull, UnsupportedMedia, VideoNotFound
 from segmentation.models import DISPLAY_NAME_MAX, Annotation, DeletionId, Video
-from segmentation.rle import rle_decode
 from segmentation.selectors import gallery_name_free, videos_at
 from segmentation.services.session_types import Annotations
 from segmentation.services.transcode_slots import transcode_slots
@@ -60,9 +57,6 @@ EMPTY_FILE = "the file is empty"
 
 _STORING = threading.Lock()
 NAME_WHEN_EMPTY = "video"
-# The API's object IDs are GraphQL Ints, 32-bit signed: an imported ID past that could never be
-# answered (graphql-core refuses to serialize it).
-LARGEST_OBJECT_ID = 2**31 - 1
 LONGEST_EXTENSION = 16  # past this, a "suffix" is part of the name, and is cut with it
 NAME_TRIES = 5  # uploads racing for one name: each loss moves on to the next free number
 # Invisible characters that can make a name read as another (U+202E turns "gpj.mp4" around);
@@ -226,95 +220,11 @@ def annotations_check(
     """The video the annotations are of; :class:`BadUserInput` naming the first fault. Given
     the ``video`` (:func:`annotations_video` of ``data``), it reads no database, and may run in
     a thread of its own; it raises :class:`Stopped` between masks once ``stop`` is set (the
-    client went away): a file of 8 MB holds a few dozen masks of isolated pixels, each some
-    milliseconds to read."""
+    client went away)."""
     if video is None or not isinstance(data, dict):
         video = annotations_video(data)  # refuses anything but a dict
-    frames = data.get("frames")
-    if not isinstance(frames, list):
-        raise BadUserInput("annotations need a list of frames")
-    seen: set[int] = set()
-    for position, frame in enumerate(frames):
-        where = f"frames[{position}]"
-        if not isinstance(frame, dict) or not isinstance(frame.get("objects"), list):
-            raise BadUserInput(f'{where} must be {{"frame_index": <int>, "objects": [...]}}')
-        index = frame.get("frame_index")
-        if (
-            isinstance(index, bool)
-            or not isinstance(index, int)
-            or not 0 <= index < video.frame_count
-        ):
-            raise BadUserInput(
-                f"{where}.frame_index must be within 0..{video.frame_count - 1}, got {index!r}"
-            )
-        if index in seen:
-            raise BadUserInput(f"{where}: frame {index} appears twice")
-        seen.add(index)
-        for number, item in enumerate(frame["objects"]):
-            if stop is not None and stop.is_set():
-                raise Stopped
-            _check_object(item, f"{where}.objects[{number}]", video)
+    frames_check(data, video=video.shape, stop=stop)
     return video
-
-
-def _check_object(item: object, where: str, video: Video) -> None:
-    if not isinstance(item, dict):
-        raise BadUserInput(f'{where} must be {{"object_id": <int>, "mask": {{...}}}}')
-    object_id = item.get("object_id")
-    if (
-        isinstance(object_id, bool)
-        or not isinstance(object_id, int)
-        or not 0 <= object_id <= LARGEST_OBJECT_ID
-    ):
-        raise BadUserInput(
-            f"{where}.object_id must be an integer within 0..{LARGEST_OBJECT_ID} "
-            f"(GraphQL's Int), got {object_id!r}"
-        )
-    mask = item.get("mask")
-    size = mask.get("size") if isinstance(mask, dict) else None
-    if size != [video.height, video.width]:
-        raise BadUserInput(
-            f"{where}.mask.size must be the video's [{video.height}, {video.width}], got {size!r}"
-        )
-    try:
-        rle_decode(mask)
-    except ValueError as error:
-        raise BadUserInput(f"{where}.mask: {error}") from None
-    if "points" in item or "labels" in item:
-        _check_clicks(item.get("points"), item.get("labels"), where)
-
-
-def _check_clicks(points: object, labels: object, where: str) -> None:
-    """An object's clicks on a frame, as ``addPoints`` takes them: an import sends them again."""
-    if not isinstance(points, list) or not isinstance(labels, list) or not points:
-        raise BadUserInput(f"{where} needs both points and labels, lists of at least one click")
-    if len(points) != len(labels) or len(points) > MAX_POINTS:
-        raise BadUserInput(
-            f"{where}.points and labels must have the same length, at most {MAX_POINTS}"
-        )
-    for point in points:
-        if not isinstance(point, list) or len(point) != 2 or not all(_unit(n) for n in point):
-            raise BadUserInput(f"{where}.points must be [x, y] pairs within [0, 1]")
-    if any(isinstance(label, bool) or label not in (0, 1, *BOX_LABELS) for label in labels):
-        raise BadUserInput(
-            f"{where}.labels must be 1 (positive), 0 (negative), 2 (box top-left) "
-            "or 3 (box bottom-right)"
-        )
-    if any(label in BOX_LABELS for label in labels):
-        # checked here as addPoints checks it, so that a bad box changes nothing
-        try:
-            box_check(np.asarray(points, np.float64), np.asarray(labels, np.int8))
-        except PromptError as error:
-            raise BadUserInput(f"{where}: {error}") from None
-
-
-def _unit(number: object) -> bool:
-    return (
-        isinstance(number, int | float)
-        and not isinstance(number, bool)
-        and math.isfinite(number)
-        and 0 <= number <= 1
-    )
 
 
 def _limits() -> Limits:

@@ -20,14 +20,14 @@ import cv2
 import numpy as np
 
 from core.threads import Stopped
-from segmentation.models import Video
 from segmentation.rle import rle_decode
+from segmentation.video_shape import VideoShape
 
 SMALLEST_POLYGON = 3  # points
 
 
 def yolo_labels_build(
-    *, video: Video, data: dict, stop: threading.Event | None = None
+    *, video: VideoShape, data: dict, stop: threading.Event | None = None
 ) -> tuple[str, bytes]:
     """The archive's file name and bytes for annotations in the export format, checked against
     their ``video`` (``annotations_check``). Raises :class:`Stopped` between masks once

@@ -510,6 +510,63 @@ def test_an_export_stops_when_its_client_hangs_up(budget_server, default_video_v
     assert cpu_seconds(pid) - before < 0.5
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started and has not reaped."""
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+
+
+def niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def test_an_export_converts_in_a_process_of_its_own_below_the_server_and_dies_with_its_client(
+    budget_server,
+):
+    # given YOLO labels asked for 36 frames of masks of isolated pixels (seconds of Python)
+    mask = isolated_pixels()
+    file = {
+        "video": VIDEO,
+        "frames": [
+            {"frame_index": i, "objects": [{"object_id": 1, "mask": mask}]} for i in range(36)
+        ],
+    }
+    body = json.dumps(file).encode()
+    address = urlsplit(budget_server)
+    pid = server_pid(budget_server)
+    idle = {child: cpu_seconds(child) for child in children(pid)}  # earlier exports' processes
+
+    with socket.create_connection((address.hostname, address.port)) as connection:
+        connection.sendall(
+            b"POST /annotations/yolo.zip HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
+        # when a child of the server takes up the work
+        deadline = time.monotonic() + 20
+        while not (busy := [c for c in children(pid) if cpu_seconds(c) - idle.get(c, 0) > 0.2]):
+            assert time.monotonic() < deadline, "no child of the server took up the export"
+            time.sleep(0.05)
+        (worker,) = busy
+        server_before, worker_before = cpu_seconds(pid), cpu_seconds(worker)
+        while cpu_seconds(worker) - worker_before < 1.0:
+            assert time.monotonic() < deadline + 20, "the export's process got no core"
+            time.sleep(0.05)
+
+        # then it works below the server's priority, and the server's own process is nearly idle
+        assert niceness(worker) == niceness(pid) + 10
+        assert cpu_seconds(pid) - server_before < 0.3 * (cpu_seconds(worker) - worker_before)
+
+    # and when the client hangs up, the process is killed and reaped
+    deadline = time.monotonic() + 10
+    while worker in children(pid):
+        assert time.monotonic() < deadline, "the export's process outlived its client"
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def hangup_server(default_video_var: Path):
     # the client's limit lifted and the engine budget as it ships (a burst of 30 s), so that

@@ -5,9 +5,11 @@ are ``/annotations/masks.zip`` (tests/segmentation/test_mask_archives.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shutil
+import threading
 import zipfile
 from pathlib import Path
 
@@ -17,10 +19,15 @@ import pytest
 from django.test import Client
 from pycocotools.coco import COCO
 
+from core.processes import ProcessPool
+from core.threads import Stopped
 from segmentation.models import Video
 from segmentation.rle import rle_encode
+from segmentation.services import exports
 from segmentation.services.videos import video_register
 from segmentation.services.yolo_polygons import mask_polygons
+from tests.core.process_calls import busy
+from tests.core.test_processes import until
 from tests.segmentation.synthetic import HEIGHT, WIDTH
 
 pytestmark = pytest.mark.django_db
@@ -237,3 +244,39 @@ def test_only_post(client: Client, url: str) -> None:
         405,
         {"error": "method not allowed: POST the annotations", "code": "BAD_USER_INPUT"},
     )
+
+
+def test_past_the_exports_line_an_export_is_refused_busy_with_when_to_come_back(
+    client: Client, clip: Video, monkeypatch
+) -> None:
+    # given one export process, no room to wait, and an export converting
+    pool = ProcessPool(size=1, queued=0, niceness=10, idle_sec=30)
+    monkeypatch.setattr(exports, "export_processes", lambda: pool)
+    stop = threading.Event()
+
+    def hold() -> None:
+        with contextlib.suppress(Stopped):
+            pool.call(busy, stop=stop, seconds=30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        until(lambda: pool.turns.holding == 1)
+
+        # when another export comes
+        response = post(client, "/annotations/coco.json", annotations(clip))
+
+        # then it is refused at once, busy, with the seconds to wait
+        assert (response.status_code, response.json(), response["Retry-After"]) == (
+            503,
+            {
+                "error": "too many exports at once: 1 being converted and 0 waiting; "
+                "try again in 1 s",
+                "code": "SERVER_BUSY",
+            },
+            "1",
+        )
+    finally:
+        stop.set()
+        holder.join(10)
+        pool.close()
