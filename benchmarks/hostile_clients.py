@@ -39,6 +39,11 @@ channel (``hostile_viewers.live_channel``), one attack after the other:
   pixels (the dearest to convert) posted to the three exports at once, each hung up after 4 s
   (``--hangup-sec``).
 
+The attacks run in a process of their own at niceness ``--attacker-nice`` (19): on this one
+machine, the attacker's own Python would otherwise take the honest probes' interpreter lock (they
+ran in one process until issue 47's third round) and a share of the two cores that a remote
+attacker does not take. 0 gives it the server's priority.
+
 Beside them, all along, the honest side: a click (``addPoints`` of one point on frame 0 of a
 session of its own, from an address of its own, 0.5 s apart), ``GET /healthz`` and a ``/ts``
 viewer's first byte (0.2 s apart each), and the server's CPU and RSS (every 0.1 s). First
@@ -59,6 +64,7 @@ import concurrent.futures
 import contextlib
 import http.client
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -677,8 +683,26 @@ def calm_phase(honest: Honest, title: str) -> tuple[dict[str, float], float]:
     return calm, rate
 
 
+def run_attack(kind: str, server: Served, hangup_sec: float) -> dict:
+    """One attack, as the attacker's process runs it."""
+    if kind == "hangup":
+        return hangup_attack(server, hangup_sec)
+    return ATTACK_FUNCTIONS[kind](server)
+
+
+def attacker_process(niceness: int) -> concurrent.futures.ProcessPoolExecutor:
+    """The attacker's process, started and ready: a remote attacker's own work takes neither
+    the honest clients' cores nor their interpreter's lock (the probes run in this process)."""
+    context = multiprocessing.get_context("spawn")
+    pool = concurrent.futures.ProcessPoolExecutor(
+        1, mp_context=context, initializer=os.nice, initargs=(niceness,)
+    )
+    pool.submit(int).result()  # imported and waiting
+    return pool
+
+
 def attack_phases(kinds: list[str], options: argparse.Namespace) -> list[dict]:
-    with live_channel() as server:
+    with live_channel() as server, attacker_process(options.attacker_nice) as attacker:
         if "login" in kinds:
             staff_user_create(server)
         honest = Honest(server)
@@ -688,10 +712,7 @@ def attack_phases(kinds: list[str], options: argparse.Namespace) -> list[dict]:
             rows = []
             for kind in kinds:
                 begin = time.monotonic()
-                if kind == "hangup":
-                    got = hangup_attack(server, options.hangup_sec)
-                else:
-                    got = ATTACK_FUNCTIONS[kind](server)
+                got = attacker.submit(run_attack, kind, server, options.hangup_sec).result()
                 end = time.monotonic()
                 time.sleep(AFTER_SEC)
                 during = honest.medians(begin, end)
@@ -766,6 +787,12 @@ def main() -> None:
     parser.add_argument("--clicks", type=int, default=30)
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--hangup-sec", type=float, default=HANGUP_SEC)
+    parser.add_argument(
+        "--attacker-nice",
+        type=int,
+        default=19,
+        help="the attacker's process's niceness (0: it competes with the server for the cores)",
+    )
     parser.add_argument("--dump", type=Path, help="a JSON file for the honest side's samples")
     options = parser.parse_args()
     kinds = options.kinds.split(",")
