@@ -232,8 +232,8 @@ MAX_ANNOTATIONS_BYTES = env_int("MAX_ANNOTATIONS_MB", 8, minimum=1) * 1024 * 102
 # proportion (an 8K frame is 50 MB in the decoder; 16 at once took 7 GB).
 MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 4096 * 2160, minimum=1)
 MAX_UPLOAD_PIXEL_RATE = env_int("MAX_UPLOAD_PIXEL_RATE", 4096 * 2160 * 60, minimum=1)
-# Uploads decoded at once (segmentation/services/transcode_slots.py), how many more may wait,
-# and for how long; past either, SERVER_BUSY.
+# Uploads decoded at once (segmentation/services/transcode_slots.py), how many more may wait (in
+# the order they came), and for how long; past either, SERVER_BUSY.
 MAX_PARALLEL_TRANSCODES = env_int(
     "MAX_PARALLEL_TRANSCODES", max(1, (os.cpu_count() or 2) // 2), minimum=1
 )
