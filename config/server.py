@@ -62,9 +62,8 @@ from twisted.web import http
 
 from config.body_limit import body_cap, body_refusal
 from config.websocket_admission import (
-    REFUSAL_DELAY_SEC,
     is_upgrade,
-    refusal_answer,
+    refusal_send,
     request_client,
     websocket_admission,
 )
@@ -127,10 +126,8 @@ class CappedRequest(WebRequest):
             return super().process()
         client = request_client(self)
         refusal = admission.admit(client)
-        if refusal is not None:
-            self._refusal = reactor.callLater(
-                REFUSAL_DELAY_SEC, refusal_answer, self, refusal, client=client
-            )
+        if refusal is not None:  # answered later (cancelled in connectionLost), or now
+            self._refusal = refusal_send(self, refusal, client=client, call_later=reactor.callLater)
             return None
         # daphne builds the connection's WebSocket protocol within this call (the upgrade waits
         # for nothing), and the factory hands it the client, whose count it ends when it closes

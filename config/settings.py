@@ -154,8 +154,9 @@ GRAPHQL_INTROSPECTION = env_bool("GRAPHQL_INTROSPECTION", True)
 GRAPHQL_MAX_COST = env_int("GRAPHQL_MAX_COST", 100, minimum=1)
 # Per-client limits (config/rate_limits.py), "count/period" with s, m, h or d; empty or 0: none.
 # The cost limit counts what each mutation request costs (as GRAPHQL_MAX_COST reckons it, a click
-# 17, refused requests too) and each propagation started (17); the uploads limit, every request
-# that uploads a video or annotations.
+# 17, refused requests too), each propagation started (17) and the plain endpoints' work
+# (segmentation/graphql/cost.py: annotation files, exports, receipts); the uploads limit, every
+# request that uploads a video or annotations.
 RATE_LIMIT_COST = env_rate("RATE_LIMIT_COST", "3000/m")
 RATE_LIMIT_UPLOADS = env_rate("RATE_LIMIT_UPLOADS", "60/h")
 # Messages one WebSocket connection may send (taken by config/websocket_close.py): a bucket of
@@ -232,8 +233,8 @@ MAX_ANNOTATIONS_BYTES = env_int("MAX_ANNOTATIONS_MB", 8, minimum=1) * 1024 * 102
 # proportion (an 8K frame is 50 MB in the decoder; 16 at once took 7 GB).
 MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 4096 * 2160, minimum=1)
 MAX_UPLOAD_PIXEL_RATE = env_int("MAX_UPLOAD_PIXEL_RATE", 4096 * 2160 * 60, minimum=1)
-# Uploads decoded at once (segmentation/services/transcode_slots.py), how many more may wait,
-# and for how long; past either, SERVER_BUSY.
+# Uploads decoded at once (segmentation/services/transcode_slots.py), how many more may wait (in
+# the order they came), and for how long; past either, SERVER_BUSY.
 MAX_PARALLEL_TRANSCODES = env_int(
     "MAX_PARALLEL_TRANSCODES", max(1, (os.cpu_count() or 2) // 2), minimum=1
 )

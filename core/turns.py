@@ -3,10 +3,13 @@ order they came, and a refusal, with the seconds to wait, past it.
 
 Made for the admin's password checks (``config/admin_login.py``), which run outside the
 interpreter's lock, each taking a core for about 0.3 s: run all at once, a burst of them left the
-event loop a small share of the cores, and every other request waited with it (issue 47).
+event loop a small share of the cores, and every other request waited with it (issue 47). The
+uploads' decoding takes its turns here too (``segmentation/services/transcode_slots.py``).
 
 A waiter holds its thread (the request's own) while it waits, and nothing else; the line's
-bound bounds those threads and the wait, so there is no time-out.
+bound bounds those threads and the wait. A caller may bound its own wait as well (``wait``):
+one that gives up leaves the line, and one given the turn just as it gave up passes the turn on
+to the next, so that no turn is lost to the race.
 """
 
 from __future__ import annotations
@@ -22,9 +25,17 @@ from collections.abc import Callable, Iterator
 class NoTurn(Exception):
     """The line is full; ``retry_after``: the seconds until it has likely made room."""
 
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"no turn free; try again in {retry_after} s")
+    def __init__(self, retry_after: int, *, why: str = "no turn free") -> None:
+        super().__init__(f"{why}; try again in {retry_after} s")
         self.retry_after = retry_after
+
+
+class TurnTimedOut(NoTurn):
+    """No turn came within the wait asked for; the waiter has left the line."""
+
+    def __init__(self, retry_after: int, *, wait: float) -> None:
+        super().__init__(retry_after, why=f"no turn came within {wait:g} s")
+        self.wait = wait
 
 
 class Turns:
@@ -55,9 +66,10 @@ class Turns:
             return len(self._line)
 
     @contextlib.contextmanager
-    def turn(self) -> Iterator[float]:
+    def turn(self, *, wait: float | None = None) -> Iterator[float]:
         """A turn for the duration; yields the seconds it waited for it. :class:`NoTurn`, at
-        once, when ``parallel`` are held and ``queued`` wait."""
+        once, when ``parallel`` are held and ``queued`` wait; :class:`TurnTimedOut` when no
+        turn came within ``wait`` seconds (``None``: wait for it however long)."""
         asked = self._clock()
         with self._guard:
             if self._holding < self.parallel and not self._line:
@@ -67,17 +79,34 @@ class Turns:
                 ticket = threading.Event()
                 self._line.append(ticket)
             else:
-                ahead = self._holding + len(self._line)
-                raise NoTurn(max(1, math.ceil(ahead * self._last_held / self.parallel)))
-        if ticket is not None:
-            ticket.wait()  # set by the holder that gives its turn to this waiter
+                raise NoTurn(self._retry_after())
+        # set by the holder that gives its turn to this waiter
+        if ticket is not None and not ticket.wait(wait):
+            with self._guard:
+                if ticket.is_set():  # handed the turn as the wait ran out: the next one's now
+                    self._pass_on()
+                else:
+                    self._line.remove(ticket)
+                retry_after = self._retry_after()
+            raise TurnTimedOut(retry_after, wait=wait)
         began = self._clock()
         try:
             yield began - asked
         finally:
             with self._guard:
                 self._last_held = self._clock() - began
-                if self._line:
-                    self._line.popleft().set()  # the turn passes on: as many held
-                else:
-                    self._holding -= 1
+                self._pass_on()
+
+    def _pass_on(self) -> None:
+        """A turn given up (the guard held): to the first waiter, as many held; else one fewer
+        held."""
+        if self._line:
+            self._line.popleft().set()
+        else:
+            self._holding -= 1
+
+    def _retry_after(self) -> int:
+        """The seconds until those holding and waiting now have likely had their turns (the
+        guard held)."""
+        ahead = self._holding + len(self._line)
+        return max(1, math.ceil(ahead * self._last_held / self.parallel))

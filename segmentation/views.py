@@ -57,6 +57,7 @@ from segmentation.errors import ErrorCode, SegmentationError
 from segmentation.graphql.cost import (
     EXPORT,
     PROPAGATION,
+    RECEIPT,
     file_cost,
     frame_cost,
     import_prompts_check,
@@ -419,7 +420,11 @@ def session_engine_view(request: HttpRequest, session_id: str) -> HttpResponse:
 @require_safe
 def session_receipt_view(request: HttpRequest, session_id: str) -> HttpResponse:
     """``GET /sessions/<session_id>/receipt``: ``{"receipt"}``, what the server has shown the
-    session, signed, for a replay of its work should the server lose it."""
+    session, signed, for a replay of its work should the server lose it; charged to the
+    client's cost limit first (``RECEIPT``), a session known or not."""
+    refused = _charged(request, weight=RECEIPT)
+    if refused is not None:
+        return refused
     try:
         return JsonResponse({"receipt": session_receipt(session_id=session_id)})
     except SegmentationError as error:

@@ -28,6 +28,12 @@ for a client otherwise idle in its window, while a flood of them is still held t
   51);
 - an export (``/annotations/masks.zip``, ``coco.json``, ``yolo.zip``): besides, a flat
   :data:`EXPORT` per request, charged with the reading, before the file is parsed;
+- a session's receipt (``GET /sessions/<id>/receipt``): :data:`RECEIPT`, the least a request
+  is charged, for a known session or not. Signing a count is little work beside the request's
+  own handling, but uncharged, a flood of them was bounded by nothing but the server's cores;
+  at 1 it is held to the limit's count (3,000 a minute). More would be felt by the annotator,
+  which asks for one each time its queue of operations empties, so at most once an operation:
+  its clicks cost 18 each rather than 17;
 - an annotation import (``POST /sessions/<id>/annotations``): besides, each frame as the
   ``addPoints`` it replays (:func:`frame_cost`: each object's clicks on the frame as one
   ``addPoints``; a mask given without clicks as one without points where the engine runs its
@@ -75,6 +81,8 @@ PROPAGATION = 1 + ENGINE_CALL + POINT + FRAME
 FILE_BYTES = 4096
 # An export's flat part, beside its reading: a file written, as a session opened.
 EXPORT = 8
+# A session's receipt (GET /sessions/<id>/receipt): a root field's 1.
+RECEIPT = 1
 ENGINE_FIELDS = frozenset({"addPoints", "clearPointsInFrame", "removeObject"})
 OPENING_FIELDS = frozenset(
     {"startSession", "uploadVideo", "uploadSharedVideo", "uploadAnnotations"}

@@ -5,7 +5,9 @@ however many uploads arrive together only ``MAX_PARALLEL_TRANSCODES`` are probed
 at once (by default half the cores, at least one). Up to ``MAX_QUEUED_TRANSCODES`` more wait
 their turn, in the order they came, for at most ``TRANSCODE_WAIT_SEC``; an upload that finds the
 queue full, or waits longer, is refused with ``SERVER_BUSY`` and the seconds after which to try
-again, having kept nothing.
+again, having kept nothing. The order is kept by :mod:`core.turns`, which hands a freed slot to
+the first waiter: with a semaphore, as before, an upload that came as a slot was freed could
+take it before the waiter woke, and one waiting could be passed over until its time ran out.
 
 The slots share the cores: each transcode's decoder and encoder run on at most cores divided by
 slots threads (at most ``MAX_THREADS_EACH``), where FFmpeg would take one a core for each. A
@@ -18,12 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Iterator
 from functools import cache
 
 from django.conf import settings
 
+from core.turns import NoTurn, Turns, TurnTimedOut
 from segmentation.errors import ServerBusy
 
 RETRY_AFTER_SEC = 10
@@ -31,48 +33,38 @@ MAX_THREADS_EACH = 4
 
 
 class TranscodeSlots:
+    """The slots as turns (:mod:`core.turns`): a slot freed goes to the upload that has waited
+    longest, never to one that came after it."""
+
     def __init__(self, *, parallel: int, queued: int, wait: float) -> None:
         self.threads_each = max(1, min(MAX_THREADS_EACH, (os.cpu_count() or 1) // parallel))
-        self._slots = threading.Semaphore(parallel)
-        self._parallel = parallel
-        self._queued = queued
+        self._turns = Turns(parallel=parallel, queued=queued)
         self._wait = wait
-        self._waiting = 0
-        self._guard = threading.Lock()
 
     @property
     def waiting(self) -> int:
         """Uploads waiting for a slot now."""
-        with self._guard:
-            return self._waiting
+        return self._turns.waiting
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         """A slot for the duration; :class:`ServerBusy` if none comes in time."""
-        if not self._slots.acquire(blocking=False):
-            with self._guard:
-                if self._waiting >= self._queued:
-                    raise ServerBusy(
-                        f"too many uploads at once: {self._parallel} being decoded and "
-                        f"{self._queued} waiting; try again in {RETRY_AFTER_SEC} s",
-                        retry_after=RETRY_AFTER_SEC,
-                    )
-                self._waiting += 1
+        with contextlib.ExitStack() as slot:
             try:
-                got = self._slots.acquire(timeout=self._wait)
-            finally:
-                with self._guard:
-                    self._waiting -= 1
-            if not got:
+                slot.enter_context(self._turns.turn(wait=self._wait))
+            except TurnTimedOut:
                 raise ServerBusy(
                     f"the upload waited {self._wait:g} s for its turn to be decoded; "
                     f"try again in {RETRY_AFTER_SEC} s",
                     retry_after=RETRY_AFTER_SEC,
-                )
-        try:
+                ) from None
+            except NoTurn:
+                raise ServerBusy(
+                    f"too many uploads at once: {self._turns.parallel} being decoded and "
+                    f"{self._turns.queued} waiting; try again in {RETRY_AFTER_SEC} s",
+                    retry_after=RETRY_AFTER_SEC,
+                ) from None
             yield
-        finally:
-            self._slots.release()
 
 
 @cache

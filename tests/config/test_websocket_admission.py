@@ -1,7 +1,9 @@
 """New WebSocket connections per client address, against the real server (issue 47,
 config/websocket_admission.py): past its burst, an address that reconnects as fast as it can is
 answered 429 at the upgrade, before any WebSocket is made, a second after it asked; the
-refusals cost the server little, and another address connects and gets its status at once.
+refusals cost the server little, and another address connects and gets its status at once. Of
+many upgrades at once from one address, only a bounded number are held that second; the others
+are answered at once.
 
 Each client here is an address behind the trusted proxy (``X-Forwarded-For`` over loopback, as
 nginx sends it), so that one server sees several.
@@ -24,7 +26,7 @@ import time
 
 import pytest
 
-from config.websocket_admission import REFUSAL_DELAY_SEC
+from config.websocket_admission import REFUSAL_DELAY_SEC, REFUSALS_HELD_PER_CLIENT, RefusalsHeld
 from core.connection_admission import OPEN_RETRY_AFTER_SEC
 from core.message_budget import POLICY_VIOLATION
 from tests.channels_admin.test_status_flood import MASK, MASKED_REFRESH, close_code, cpu_seconds
@@ -33,8 +35,9 @@ from tests.conftest import free_port, running_server, server_pid
 BURST = 10  # WEBSOCKET_CONNECTS_PER_CLIENT of the server here: 10/h
 OPEN_CAP = 3  # its WEBSOCKET_OPEN_PER_CLIENT
 ATTACKER = "203.0.113.66"
-# the attack's refusals: this many upgrades at a time, each asked again as soon as answered
-AT_ONCE = 60
+# the attack's refusals: this many upgrades at a time, each asked again as soon as answered (as
+# many as are held for one address: past them, the answer comes at once)
+AT_ONCE = REFUSALS_HELD_PER_CLIENT
 REFUSALS_SEC = 3.0
 HONEST_CONNECTS = 10
 HONEST_PAUSE_SEC = 0.1
@@ -305,6 +308,82 @@ def test_upgrades_that_fail_leave_no_connection_counted_open(server):
     assert [status for status, *_ in held] == [101] * OPEN_CAP
     for _, _, sock, _ in held:
         sock.close()
+
+
+async def upgrades_at_once(server: str, address: str, count: int) -> list[tuple[int, float]]:
+    """``count`` upgrades of ``address`` sent at once: each answer's status and the seconds it
+    took, in the order they came."""
+    host, port = server.removeprefix("http://").split(":")
+    connections = await asyncio.gather(
+        *(asyncio.open_connection(host, int(port)) for _ in range(count))
+    )
+    started = time.monotonic()
+    for _, writer in connections:
+        writer.write(handshake(server, address))
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        head = await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        return answer_head(head)[0], time.monotonic() - started
+
+    answers = await asyncio.gather(*(answer(*connection) for connection in connections))
+    return sorted(answers, key=lambda answer: answer[1])
+
+
+async def hung_up_at_once(server: str, address: str, count: int) -> None:
+    """``count`` upgrades of ``address`` sent at once, each hung up before it is answered."""
+    host, port = server.removeprefix("http://").split(":")
+    connections = await asyncio.gather(
+        *(asyncio.open_connection(host, int(port)) for _ in range(count))
+    )
+    for _, writer in connections:
+        writer.write(handshake(server, address))
+    await asyncio.sleep(0.2)  # read by the server, and held
+    for _, writer in connections:
+        writer.close()
+    await asyncio.sleep(0.2)  # the server has seen them go
+
+
+def test_past_the_refusals_held_for_one_address_its_upgrades_are_refused_at_once(server):
+    # given: an address that has spent its burst
+    address = "203.0.113.70"
+    for _ in range(BURST):
+        status, _, sock, _ = upgrade(server, address)
+        sock.close()
+        assert status == 101
+    extra = 8
+
+    # when: it asks for more upgrades at once than are held for one address; then, once those
+    # held were answered, hangs up as many before their answers, and asks for as many again
+    first = asyncio.run(upgrades_at_once(server, address, REFUSALS_HELD_PER_CLIENT + extra))
+    asyncio.run(hung_up_at_once(server, address, REFUSALS_HELD_PER_CLIENT))
+    again = asyncio.run(upgrades_at_once(server, address, REFUSALS_HELD_PER_CLIENT + extra))
+
+    # then: each time, the extra ones were refused at once and the others a second later,
+    # their places given back whether they were answered or hung up
+    for answers in (first, again):
+        assert [status for status, _ in answers] == [429] * (REFUSALS_HELD_PER_CLIENT + extra)
+        at_once = [took for _, took in answers if took < REFUSAL_DELAY_SEC]
+        assert len(at_once) == extra, answers
+        assert answers[extra][1] >= REFUSAL_DELAY_SEC, answers
+
+
+def test_refusals_held_are_bounded_for_each_client_and_in_all():
+    held = RefusalsHeld(per_client=2, in_all=3)
+
+    taken = [held.take(client) for client in ("a", "a", "a", "b", "b", "c")]
+    full = (held.held("a"), held.held("b"), held.held("c"), held.total)
+    held.give_back("a")
+    again = [held.take("c"), held.take("a")]
+
+    # "a" had its 2; then the 3 in all were held, so that "b" had 1 and "c" none
+    assert taken == [True, True, False, True, False, False]
+    assert full == (2, 1, 0, 3)
+    assert again == [True, False]
+    assert (held.held("a"), held.held("b"), held.held("c"), held.total) == (1, 1, 1, 3)
+    for client in ("a", "b", "c"):
+        held.give_back(client)
+    assert held.total == 0
 
 
 # Each WebSocket the page makes, in window.attempts: when it was made and closed, its close code,

@@ -1,13 +1,15 @@
-"""Turns at costly work: a few at a time, a bounded line in the order it came, refused past it."""
+"""Turns at costly work: a few at a time, a bounded line in the order it came, refused past it
+or past a waiter's own wait."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
-from core.turns import NoTurn, Turns
+from core.turns import NoTurn, Turns, TurnTimedOut
 
 
 class Clock:
@@ -33,6 +35,11 @@ def take_in_turn(turns: Turns, name: str, order: list[str]) -> threading.Thread:
         with turns.turn():
             order.append(name)
 
+    return in_line(turns, run)
+
+
+def in_line(turns: Turns, run: Callable[[], None]) -> threading.Thread:
+    """A thread running ``run``, which waits in the line: returned once it stands there."""
     before = turns.waiting
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -130,3 +137,105 @@ def test_a_turn_ended_by_an_error_passes_on():
 
     assert order == ["waiter"]
     assert (turns.holding, turns.waiting) == (0, 0)
+
+
+def test_a_waiter_that_gives_up_leaves_the_line_and_the_one_behind_it_moves_up():
+    clock = Clock()
+    turns = Turns(parallel=1, queued=2, clock=clock)
+    with turns.turn():
+        clock.now += 3.0  # the last turn held: 3 s
+    order: list[str] = []
+    refusals: list[TurnTimedOut] = []
+
+    def impatient() -> None:
+        try:
+            with turns.turn(wait=0.05):
+                order.append("impatient")
+        except TurnTimedOut as refused:
+            refusals.append(refused)
+
+    with turns.turn():
+        giving_up = in_line(turns, impatient)
+        behind = take_in_turn(turns, "behind", order)
+        giving_up.join(timeout=10)
+        seen = (turns.holding, turns.waiting)
+    behind.join(timeout=10)
+
+    # one holding and one waiting when it gave up, 3 s each, one at a time
+    assert [(refused.retry_after, refused.wait, str(refused)) for refused in refusals] == [
+        (6, 0.05, "no turn came within 0.05 s; try again in 6 s")
+    ]
+    assert seen == (1, 1)
+    assert order == ["behind"]
+    assert (turns.holding, turns.waiting) == (0, 0)
+
+
+class HandOverAsTheWaitEnds:
+    """A line's guard that makes the race happen every time: the second time ``thread`` takes it
+    (to leave the line, its wait over; the first was to join it), ``hand_over`` runs first, which
+    ends the holder's turn, giving it to ``thread``, before ``thread`` has looked."""
+
+    def __init__(self, hand_over: Callable[[], None]) -> None:
+        self._lock = threading.Lock()
+        self._hand_over = hand_over
+        self.thread: threading.Thread | None = None
+        self.taken_by_thread = 0
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is self.thread:
+            self.taken_by_thread += 1
+            if self.taken_by_thread == 2:
+                self._hand_over()
+        self._lock.acquire()
+
+    def __exit__(self, *exception: object) -> None:
+        self._lock.release()
+
+
+@pytest.mark.parametrize("behind", [True, False], ids=["a waiter behind", "no one behind"])
+def test_a_turn_handed_to_a_waiter_just_as_it_gives_up_is_passed_on(behind: bool):
+    turns = Turns(parallel=1, queued=2)
+    order: list[str] = []
+    end_holder, holder_in = threading.Event(), threading.Event()
+    waiters: list[threading.Thread] = []
+
+    def hold() -> None:
+        with turns.turn():
+            holder_in.set()
+            end_holder.wait(10)
+
+    holder = threading.Thread(target=hold, daemon=True)
+
+    def hand_over() -> None:
+        if behind:  # another waiter joins the line behind the one giving up, then the turn ends
+            waiters.append(threading.Thread(target=take, args=("behind",), daemon=True))
+            waiters[0].start()
+            until(lambda: len(turns._line) == 2)  # the guard is not to be taken here
+        end_holder.set()
+        holder.join(timeout=10)
+
+    def take(name: str, wait: float | None = None) -> None:
+        try:
+            with turns.turn(wait=wait):
+                order.append(name)
+        except TurnTimedOut:
+            order.append(f"{name} gave up")
+
+    guard = HandOverAsTheWaitEnds(hand_over)
+    turns._guard = guard  # type: ignore[assignment]  # the race, made certain
+    holder.start()
+    holder_in.wait(10)
+    giving_up = threading.Thread(target=take, args=("impatient", 0.05), daemon=True)
+    guard.thread = giving_up
+
+    giving_up.start()
+    giving_up.join(timeout=10)
+    for waiter in waiters:
+        waiter.join(timeout=10)
+
+    # the turn handed to the one giving up went on to the next, or back to the free ones
+    assert guard.taken_by_thread == 2
+    assert sorted(order) == (["behind", "impatient gave up"] if behind else ["impatient gave up"])
+    assert (turns.holding, turns.waiting) == (0, 0)
+    with turns.turn():
+        assert (turns.holding, turns.waiting) == (1, 0)

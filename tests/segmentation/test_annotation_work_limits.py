@@ -346,6 +346,44 @@ def test_an_export_is_charged_at_most_half_the_limit(server):
     assert [answer.status_code for answer in answers] == [200, 200, 429]
 
 
+def receipt(server: str, session_id: str, address: str) -> requests.Response:
+    return requests.get(
+        f"{server}/sessions/{session_id}/receipt",
+        headers={"X-Forwarded-For": address},
+        timeout=60,
+    )
+
+
+def test_receipts_are_charged_to_their_client_one_each(server):
+    # given a session, and a window with time left for the flood
+    session_id = start(server)
+    if window_left(3600) < 30:
+        time.sleep(window_left(3600) + 1)
+
+    # when one client asks for its receipt over and over, and for an unknown session's
+    flood = [receipt(server, session_id, "192.0.2.14") for _ in range(RATE - 1)]
+    unknown = receipt(server, "no-such-session", "192.0.2.14")
+    over = receipt(server, session_id, "192.0.2.14")
+    then = one_unit_more(server, "192.0.2.14")
+    other = receipt(server, session_id, "192.0.2.15")
+
+    # then each was charged 1, known session or not: the limit's 100 pass, the next is 429
+    assert {answer.status_code for answer in flood} == {200}
+    assert all(answer.json()["receipt"] for answer in flood)
+    assert (unknown.status_code, unknown.json()["code"]) == (404, "SESSION_NOT_FOUND")
+    wait, left = int(over.headers["Retry-After"]), window_left(3600)  # the window's end, then
+    assert left <= wait <= left + 2
+    assert (over.status_code, over.json()) == (
+        429,
+        {
+            "error": f"this client sent more than its limit of work; try again in {wait} s",
+            "code": "RATE_LIMITED",
+        },
+    )
+    assert then.status_code == 429  # the client's one limit
+    assert (other.status_code, list(other.json())) == (200, ["receipt"])
+
+
 @pytest.mark.parametrize("path", ["/annotations/coco.json", "/annotations/masks.zip"])
 def test_an_export_over_the_cap_is_refused_before_it_is_parsed(server, path):
     body = b"{}" * (2**19) + b" "  # a byte over 1 MB

@@ -186,6 +186,31 @@ def test_an_upload_that_waits_too_long_is_refused():
     )
 
 
+def test_a_freed_slot_goes_to_the_upload_that_waited_not_to_one_that_just_came():
+    slots = TranscodeSlots(parallel=1, queued=2, wait=30)
+    order: list[str] = []
+
+    def waiter() -> None:
+        with slots.held():
+            order.append("waiter")
+
+    # given an upload waiting for the one slot
+    with slots.held():
+        waiting = threading.Thread(target=waiter)
+        waiting.start()
+        while slots.waiting == 0:
+            threading.Event().wait(0.01)
+
+    # when another comes the moment the slot is freed (a semaphore let it in first)
+    with slots.held():
+        order.append("newcomer")
+    waiting.join(10)
+
+    # then the one that waited went first
+    assert order == ["waiter", "newcomer"]
+    assert slots.waiting == 0
+
+
 def post_upload(server: str, video: Path) -> requests.Response:
     operations = {"query": UPLOAD_VIDEO, "variables": {"file": None}}
     return requests.post(

@@ -6,6 +6,11 @@ of ``SEGMENTATION_WORKER_TTL_SEC``, and answers the operations that web processe
 ``SEGMENTATION_WORKERS=1`` route to it. SIGTERM or SIGINT drains it: no new sessions, each
 session closed after its current operation, then it leaves the registry and exits; a second
 signal exits at once.
+
+Like the server (``config/server.py``), it allocates from one malloc arena (``core/malloc.py``),
+set before the engine is loaded or any thread started: each session's operations run in threads
+of the executor, and each such thread would otherwise keep an arena of its own, whose free memory
+(a session's frames, once it ends) ``malloc_trim`` does not return.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from channels.worker import Worker
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from core.malloc import malloc_arenas_limit
 from segmentation.services.engines import engine_get
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from segmentation.workers.worker import WorkerConsumer, WorkerRuntime
@@ -41,6 +47,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
+        malloc_arenas_limit(arenas=1)  # before any thread allocates (see the module)
         if not settings.REDIS_URL:
             raise CommandError("an inference worker needs REDIS_URL (its registry and channel)")
         engine = engine_get()  # a bad checkpoint stops the worker here, before it registers
