@@ -32,6 +32,7 @@ the clicks, so that further clicks on a frame are cheaper than its first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import cv2
@@ -132,8 +133,10 @@ def cut_clicks(
     correcting: bool = False,
     area: int = 0,
     box: Box | None = None,
+    between: Callable[[], None] = lambda: None,
 ) -> np.ndarray:
-    """Apply ``clicks[done:]`` one by one to the mask ``start`` (which holds ``clicks[:done]``).
+    """Apply ``clicks[done:]`` one by one to the mask ``start`` (which holds ``clicks[:done]``),
+    calling ``between()`` before each (a step of the work, :attr:`VideoState.between_steps`).
 
     ``correcting``: ``start`` is a mask the clicks did not make (propagated or given), so each
     click changes it only within ``NEAR`` times its distance to the mask's edge; ``area`` is the
@@ -141,6 +144,7 @@ def cut_clicks(
     ``box``: every cut stays in it (``start`` is then :func:`cut_box`'s, or holds it)."""
     mask = start
     for number in range(done, len(clicks)):
+        between()
         fresh = _cut(terrain, clicks[: number + 1], mask, click_radius, iterations, box)
         if not mask.any():
             mask = fresh

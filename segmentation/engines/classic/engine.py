@@ -237,6 +237,7 @@ class ClassicVideoState(VideoState):
             correcting=bool(seeds),
             area=0 if nearest is None else int(np.count_nonzero(others[nearest].mask)),
             box=box,
+            between=self.between_steps,
         )
         anchor = Anchor(clicks, mask, prior, next(self._serials), seeds=seeds, box=box)
         anchors[frame_index] = anchor
@@ -297,6 +298,7 @@ class ClassicVideoState(VideoState):
             start = self._working(source)
             sweep = _Sweep(anchor.serial, step, start, self._anchor_track(object_id, start))
         while sweep.frame.index != frame_index:
+            self.between_steps()  # carried from an anchor far away, this takes many frames
             sweep = self._sweep_step(object_id, sweep)
         self._sweeps[object_id] = sweep
 
