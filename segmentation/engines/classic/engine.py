@@ -217,7 +217,11 @@ class ClassicVideoState(VideoState):
         elif box is not None:  # a box says afresh where the object is, whatever was there
             options = self._options
             start = cut_box(
-                terrain, box, click_radius=options.click_radius, iterations=options.click_iterations
+                terrain,
+                box,
+                click_radius=options.click_radius,
+                iterations=options.click_iterations,
+                between=self.between_steps,
             )
             done = 0
         elif prior is not None and prior.any():  # the clicks correct the mask that was there
@@ -368,7 +372,9 @@ class ClassicVideoState(VideoState):
 
     def _clicked_frame(self, frame_index: int) -> Terrain:
         if self._terrain is None or self._terrain[0] != frame_index:
-            self._terrain = (frame_index, Terrain(self._working(frame_index).image))
+            image = self._working(frame_index).image  # decoded: a step of its own
+            self.between_steps()
+            self._terrain = (frame_index, Terrain(image))
         return self._terrain[1]
 
     @property
