@@ -3,16 +3,18 @@
 Every session's engine work (a click, a clear, a removal, an import's frame, each frame of a
 propagation) runs in a turn of its process's :class:`FairTurns`: at most
 ``ENGINE_PARALLEL_CALLS`` at once (by default as many as the engine says the machine's cores run
-at once, :meth:`Engine.calls_at_once`: for ``classic`` one a core, for ``sam2`` on the CPU one,
-its operators using every core), the next free turn to the waiting client that has held the
-engine least over the last ``ENGINE_FAIR_MEMORY_SEC`` or so. A client is the address that
-opened the session (``Session.client``), which an inference worker has from the web process
-that opened it; a session without one is a client of its own.
+at once, :meth:`Engine.calls_at_once`: for ``classic`` one for every two cores, for ``sam2`` on
+the CPU one, its operators using every core), the next free turn to the waiting client that has
+held the engine least over the last ``ENGINE_FAIR_MEMORY_SEC`` or so. A client is the address
+that opened the session (``Session.client``), which an inference worker has from the web
+process that opened it; a session without one is a client of its own. While a call holds its
+turn, its state's ``between_steps`` offers the turn to a client due before it.
 
 Without turns, eight clients sending the dearest click the cost limit admits, back to back, from
-eight addresses, shared the two cores with a person's one-point click, which took 880 ms
-instead of 53 ms (``benchmarks/hostile_clients.py --kinds within``). With them it waits for a
-step of the work ahead of it (a click's point, a frame), not for its share of everyone's.
+eight addresses, shared the two cores with a person's one-point click, which took 15 times as
+long as alone (``benchmarks/hostile_clients.py --kinds within``); with them it waits for a step
+of the work ahead of it (a part of a click's point, a frame), not for its share of everyone's:
+about twice as long as alone (docs/benchmarks.md, "Fair engine turns").
 
 A propagation takes a turn per frame, so that clicks interleave with other people's
 propagations; it is refused (``SERVER_BUSY``) before its first frame if its client's line is
