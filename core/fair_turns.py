@@ -3,14 +3,15 @@ the waiter whose client has held turns least lately.
 
 Made for the segmentation engine (``segmentation/services/engine_turns.py``): with every call run
 at once, eight clients each sending the dearest click back to back shared the cores equally
-with a person's one-point click, which then took 17 times as long as alone (issue 47).
+with a person's one-point click, which then took 15 times as long as alone (issue 47).
 
 - *Least attained service.* Each client's seconds holding turns are summed, decaying with time:
   a second held ``memory`` seconds ago counts as 1/e of one, so a burst a minute old (at the
   default 10 s) counts for nothing. A turn running now counts as it runs. A free turn goes to
   the waiter whose client has the least, ties to the one that came first. A client that sends
   costly work back to back therefore runs only when nobody who used less is waiting, whatever
-  the length of its own line: an occasional click passes ahead of it.
+  the length of its own line: an occasional click passes ahead of it. (One that asks for more
+  than its share of the turns, at the moment, waits for the others' in turn: fair, not first.)
 - *Steps.* Work made of steps (a click's points, a propagation's frames and the frames it
   carries a mask across) offers its turn between them (:meth:`Turn.step`): when a waiter is due
   before the holder, the waiter takes the turn and the holder waits in line again. A click
