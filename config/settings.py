@@ -267,6 +267,18 @@ MAX_SESSIONS_PER_CLIENT = env_int("MAX_SESSIONS_PER_CLIENT", 8, minimum=0)
 # this many seconds, refilled at this share of a core; 0 in either turns the budget off.
 SESSION_ENGINE_BURST_SEC = env_int("SESSION_ENGINE_BURST_SEC", 30, minimum=0)
 SESSION_ENGINE_SHARE = env_int("SESSION_ENGINE_SHARE_PERCENT", 25, minimum=0) / 100
+# Engine calls run at once in a process (segmentation/services/engine_turns.py), 0: as many as
+# the engine says this machine's cores run at once; the next free turn goes to the waiting client
+# that held the engine least lately (its engine seconds, decaying by 1/e every
+# ENGINE_FAIR_MEMORY_SEC). Calls that may wait for a turn, in all and of one client (0: no cap of
+# its own); past either, SERVER_BUSY. A session waits with one call at most, so by default the
+# line is as long as the sessions may be many.
+ENGINE_PARALLEL_CALLS = env_int("ENGINE_PARALLEL_CALLS", 0, minimum=0)
+ENGINE_QUEUED_CALLS = env_int("ENGINE_QUEUED_CALLS", MAX_SESSIONS, minimum=1)
+ENGINE_QUEUED_CALLS_PER_CLIENT = env_int(
+    "ENGINE_QUEUED_CALLS_PER_CLIENT", MAX_SESSIONS_PER_CLIENT, minimum=0
+)
+ENGINE_FAIR_MEMORY_SEC = env_int("ENGINE_FAIR_MEMORY_SEC", 10, minimum=1)
 # Sessions in inference workers (`manage.py segmentation_worker`, docs/deploy.md): this process
 # then holds no engine and routes every session's operations to its worker through Redis.
 SEGMENTATION_WORKERS = env_bool("SEGMENTATION_WORKERS", False)

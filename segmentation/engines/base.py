@@ -30,6 +30,11 @@ rules, which every engine keeps:
    2's own behaviour: every anchor is a conditioning frame that the memory attention of every
    tracked frame sees.
 
+Whoever runs a state may share the machine between states: a state whose operations run in steps
+calls :attr:`VideoState.between_steps` between them (a no-op unless set), where the caller may
+let other work run first (``segmentation/services/engine_turns.py``), and an engine says how many
+of its calls a machine runs at once (:meth:`Engine.calls_at_once`).
+
 Masks are boolean ``H x W`` arrays at the video's own resolution, keyed by object ID, and never
 overlap: each pixel belongs to at most one object. Points are normalized ``[x, y]`` in [0, 1];
 labels are 1 (positive: the object is here) or 0 (negative: it is not). A box travels as in SAM
@@ -46,7 +51,7 @@ import dataclasses
 import math
 import threading
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -95,6 +100,10 @@ def box_check(xy: np.ndarray, kinds: np.ndarray) -> None:
             "a box's top-left corner (label 2) must be above and left of its bottom-right "
             "corner (label 3), with an area"
         )
+
+
+def _no_pause() -> None:
+    """:attr:`VideoState.between_steps` until someone sets it: go straight on."""
 
 
 class EngineConfigError(ValueError):
@@ -188,6 +197,11 @@ class Engine(abc.ABC):
         """What answers, in a few words for people: the engine, its model and where it runs."""
         return self.name
 
+    def calls_at_once(self, cores: int) -> int:
+        """How many of this engine's calls a machine of ``cores`` cores runs at once, each about
+        as fast as alone: here one a core, for an engine whose calls each keep one core busy."""
+        return max(1, cores)
+
 
 class VideoState(abc.ABC):
     """One video's prompts and results. Not thread-safe: callers serialize operations on a state
@@ -198,6 +212,8 @@ class VideoState(abc.ABC):
 
     def __init__(self, frames: FrameSource) -> None:
         self.frames = frames
+        # called between the steps of an operation, by engines whose operations have steps
+        self.between_steps: Callable[[], None] = _no_pause
         self.prompts: dict[int, dict[int, Prompt]] = {}  # object ID -> frame index -> clicks
         self.object_ids: list[int] = []  # in order of first appearance
 

@@ -6,7 +6,9 @@ wait on each other's inference, and a cancel flag that is set without taking tha
 Sessions expire after an idle timeout, renewed by every operation, and their number is capped, in
 all and for each client (its address, which the caller gives: ``MAX_SESSIONS_PER_CLIENT``), so
 that one client cannot take every place (issue 47).
-Each session's prompts spend engine time from a budget of its own (``engine_budget.py``).
+Each session's prompts spend engine time from a budget of its own (``engine_budget.py``), and
+every engine call takes a turn of the process's engine, shared fairly between the sessions'
+clients (``engine_turns.py``).
 
 Replaying work is not new work: a client whose session this process lost to a restart may give a
 new session its work back (``import_annotations`` with ``replay``) without spending the new
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import sys
 import threading
 import time
 import uuid
@@ -39,8 +42,9 @@ import numpy as np
 from django.conf import settings
 from django.core import signing
 
+from core.fair_turns import FairTurns, Turn
 from core.malloc import memory_return
-from core.threads import iterate_in_thread
+from core.threads import Stopped, iterate_in_thread
 from segmentation.engines.base import DIRECTIONS, Direction, Masks, Prompt, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import (
@@ -52,6 +56,7 @@ from segmentation.errors import (
 )
 from segmentation.rle import rle_decode
 from segmentation.services.engine_budget import EngineBudget
+from segmentation.services.engine_turns import engine_room_check, engine_turn, engine_turns
 from segmentation.services.engines import engine_get
 from segmentation.services.session_types import (
     Annotations,
@@ -241,10 +246,12 @@ RECEIPT_SALT = "segmentation.replay-receipt"
 
 class LocalSessions:
     """The session operations on this process's registry. Each answers with the typed results
-    of ``session_types.py``; the masks are encoded here, where the engine runs."""
+    of ``session_types.py``; the masks are encoded here, where the engine runs. Engine calls
+    take ``turns`` (none given: every call runs at once)."""
 
-    def __init__(self, registry: SessionRegistry) -> None:
+    def __init__(self, registry: SessionRegistry, turns: FairTurns | None = None) -> None:
         self.registry = registry
+        self.turns = turns or FairTurns(parallel=sys.maxsize, queued=0, queued_per_client=0)
         # This process among those before and after it: its receipts are not honoured by itself.
         self.boot = uuid.uuid4().hex
         self._replayed: dict[str, str] = {}  # a lost session's ID: the session that replays it
@@ -299,8 +306,7 @@ class LocalSessions:
 
     def add_points(self, *, session_id: str, clicks: Clicks) -> FrameMasks:
         session = self.registry.get(session_id)
-        with _metered(session), _prompt_errors():
-            started = time.perf_counter()
+        with self._metered(session) as turn, _prompt_errors():
             masks = session.state.add_points(
                 frame_index=clicks.frame_index,
                 object_id=clicks.object_id,
@@ -308,16 +314,16 @@ class LocalSessions:
                 labels=clicks.labels,
                 clear_old_points=clicks.clear_old_points,
             )
-            seconds = time.perf_counter() - started
+            seconds = turn.held  # the engine's time, not the waits for its turn
             session.shown.add((clicks.frame_index, clicks.object_id))
-        # Encoded outside the lock and the budget: the engine's time is the engine's.
+        # Encoded outside the lock, the turn and the budget: the engine's time is the engine's.
         return FrameMasks.from_masks(clicks.frame_index, masks, seconds)
 
     def clear_points_in_frame(
         self, *, session_id: str, frame_index: int, object_id: int
     ) -> FrameMasks:
         session = self.registry.get(session_id)
-        with _metered(session), _prompt_errors():
+        with self._metered(session), _prompt_errors():
             masks = session.state.clear_points_in_frame(
                 frame_index=frame_index, object_id=object_id
             )
@@ -331,7 +337,7 @@ class LocalSessions:
     def remove_object(self, *, session_id: str, object_id: int) -> list[FrameMasks]:
         """Forget the object; the masks of the frames where it had points, without it."""
         session = self.registry.get(session_id)
-        with _metered(session), _prompt_errors():
+        with self._metered(session), _prompt_errors():
             state: VideoState = session.state
             frames = sorted(state.prompts.get(object_id, {}))
             state.remove_object(object_id=object_id)
@@ -378,7 +384,7 @@ class LocalSessions:
             self._replay_take(session, replay)
         frames = sorted(annotations.frames, key=lambda frame: frame.frame_index)
         prompts = sum(len(frame.objects) for frame in frames)
-        with _metered(session, replayed=prompts if replay else 0), _prompt_errors():
+        with self._metered(session, replayed=prompts if replay else 0), _prompt_errors():
             state: VideoState = session.state
             if not append:
                 state.clear_points_in_video()
@@ -422,11 +428,13 @@ class LocalSessions:
         direction: Direction = "both",
         end_frame_index: int | None = None,
     ) -> Propagation:
-        """The session's propagation, run in a thread of its own that holds the session's lock.
-        Raises the API's error (no such session, a start or an end outside the video, an end on
-        the wrong side of the start) before the first frame. ``cancelPropagateInVideo`` and the
-        session's end set the flag the engine checks between frames, and the stream ends;
-        closing the frames (a hang-up) stops the thread at its next frame."""
+        """The session's propagation, run in a thread of its own that holds the session's lock,
+        each frame in a turn of the engine. Raises the API's error (no such session, a start or
+        an end outside the video, an end on the wrong side of the start, the client's line for
+        turns full) before the first frame. ``cancelPropagateInVideo`` and the session's end set
+        the flag the engine checks between frames, and the stream ends; closing the frames (a
+        hang-up) stops the thread at its next frame. Either takes a frame waiting for its turn
+        out of the line."""
         session = self.registry.get(session_id)
         frame_count = session.state.frame_count
         if not 0 <= start_frame_index < frame_count:
@@ -440,11 +448,17 @@ class LocalSessions:
             end=end_frame_index,
             frame_count=frame_count,
         )
-        frames = self._propagate(
-            session, start_frame_index, threading.Event(), direction=direction, reach=reach
-        )
+        engine_room_check(self.turns, client=_client(session))
         # One frame in hand at most: a cancel or a hang-up stops the engine within a frame.
         stop = threading.Event()
+        frames = self._propagate(
+            session,
+            start_frame_index,
+            threading.Event(),
+            stop=stop,
+            direction=direction,
+            reach=reach,
+        )
         return Propagation(
             frame_count,
             iterate_in_thread(lambda: frames, stop=stop, name="propagation", buffered=1),
@@ -456,6 +470,7 @@ class LocalSessions:
         start: int,
         cancel: threading.Event,
         *,
+        stop: threading.Event | None = None,
         direction: Direction = "both",
         reach: int | None = None,
     ) -> Iterator[FrameMasks]:
@@ -465,11 +480,51 @@ class LocalSessions:
             session.cancel = cancel
             if not self.registry.touch(session.id):
                 return  # closed (or expired) while this propagation waited for the lock
-            steps = _engine_frames(session, start, cancel, direction=direction, reach=reach)
+            gone = cancel.is_set if stop is None else lambda: cancel.is_set() or stop.is_set()
+
+            def turn() -> contextlib.AbstractContextManager[Turn]:
+                # admitted with the first frame: the later ones are never refused
+                return engine_turn(
+                    self.turns,
+                    client=_client(session),
+                    state=session.state,
+                    gone=gone,
+                    admitted=True,
+                )
+
+            steps = _engine_frames(
+                session, start, cancel, turn=turn, direction=direction, reach=reach
+            )
             for frame_index, masks in steps:
                 self.registry.touch(session.id)
                 session.shown.update((frame_index, object_id) for object_id in masks)
                 yield FrameMasks.from_masks(frame_index, masks)
+
+    @contextlib.contextmanager
+    def _metered(self, session: Session, *, replayed: int = 0) -> Iterator[Turn]:
+        """:func:`_held`, for a prompt, in a turn of the engine (which it yields): refused
+        while the session's engine budget is spent, and the time it held the turn spent from
+        it; but not ``replayed`` prompts of a replay while what is left of it covers them
+        (``Session.replay_left``)."""
+        with _held(session):
+            metered = session.budget is not None
+            if replayed and session.replay_left >= replayed:
+                session.replay_left -= replayed
+                metered = False
+            if metered:
+                session.budget.check()
+            with engine_turn(self.turns, client=_client(session), state=session.state) as turn:
+                try:
+                    yield turn
+                finally:
+                    if metered:
+                        session.budget.spend(turn.held)
+
+
+def _client(session: Session) -> str:
+    """Whose turn a session's engine calls take: the address that opened it; a session opened
+    for no one, its own."""
+    return session.client or f"session {session.id}"
 
 
 @cache
@@ -484,7 +539,8 @@ def local_sessions() -> LocalSessions:
             budget=lambda: EngineBudget(
                 burst=settings.SESSION_ENGINE_BURST_SEC, share=settings.SESSION_ENGINE_SHARE
             ),
-        )
+        ),
+        engine_turns(),
     )
 
 
@@ -522,19 +578,25 @@ def _engine_frames(
     start: int,
     cancel: threading.Event,
     *,
+    turn: Callable[[], contextlib.AbstractContextManager[object]],
     direction: Direction = "both",
     reach: int | None = None,
 ) -> Iterator[tuple[int, Masks]]:
-    """The engine's propagation, ended at the last good frame if the engine fails: the client
-    keeps every frame it got (a stream that stops short of its total says it failed), the error
-    goes to the log with its traceback, and the session stays open for the next operation."""
+    """The engine's propagation, each frame in a ``turn()``, ended at the last good frame if
+    the engine fails: the client keeps every frame it got (a stream that stops short of its
+    total says it failed), the error goes to the log with its traceback, and the session stays
+    open for the next operation. A frame whose client went away while it waited for its turn
+    ends it too, quietly."""
     frames = session.state.propagate(
         start_frame_index=start, cancel=cancel, direction=direction, max_frame_num_to_track=reach
     )
     done = 0
     while True:
         try:
-            step = next(frames, None)
+            with turn():
+                step = next(frames, None)
+        except Stopped:
+            return
         except Exception:  # any engine failure: the stream and the session must outlive it
             logger.exception(
                 "propagation of session %s failed after %d frames (from frame %d)",
@@ -600,26 +662,6 @@ def _held(session: Session) -> Iterator[None]:
         if session.ended:
             raise SessionNotFound(f"no session with id {session.id!r}")
         yield
-
-
-@contextlib.contextmanager
-def _metered(session: Session, *, replayed: int = 0) -> Iterator[None]:
-    """:func:`_held`, for a prompt: refused while the session's engine budget is spent, and
-    the time it takes spent from it; but not ``replayed`` prompts of a replay while what is
-    left of it covers them (``Session.replay_left``)."""
-    with _held(session):
-        if replayed and session.replay_left >= replayed:
-            session.replay_left -= replayed
-            yield
-            return
-        if session.budget is not None:
-            session.budget.check()
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            if session.budget is not None:
-                session.budget.spend(time.perf_counter() - started)
 
 
 @contextlib.contextmanager

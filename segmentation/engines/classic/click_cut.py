@@ -32,6 +32,7 @@ the clicks, so that further clicks on a frame are cheaper than its first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import cv2
@@ -132,8 +133,11 @@ def cut_clicks(
     correcting: bool = False,
     area: int = 0,
     box: Box | None = None,
+    between: Callable[[], None] = lambda: None,
 ) -> np.ndarray:
-    """Apply ``clicks[done:]`` one by one to the mask ``start`` (which holds ``clicks[:done]``).
+    """Apply ``clicks[done:]`` one by one to the mask ``start`` (which holds ``clicks[:done]``),
+    calling ``between()`` between the steps of each (:attr:`VideoState.between_steps`: its
+    geodesic distances, its colour models, its graph cut, each tens of milliseconds).
 
     ``correcting``: ``start`` is a mask the clicks did not make (propagated or given), so each
     click changes it only within ``NEAR`` times its distance to the mask's edge; ``area`` is the
@@ -141,7 +145,8 @@ def cut_clicks(
     ``box``: every cut stays in it (``start`` is then :func:`cut_box`'s, or holds it)."""
     mask = start
     for number in range(done, len(clicks)):
-        fresh = _cut(terrain, clicks[: number + 1], mask, click_radius, iterations, box)
+        between()
+        fresh = _cut(terrain, clicks[: number + 1], mask, click_radius, iterations, box, between)
         if not mask.any():
             mask = fresh
         else:
@@ -150,11 +155,17 @@ def cut_clicks(
 
 
 def cut_box(
-    terrain: Terrain, box: Box, *, click_radius: int = 3, iterations: int = 1
+    terrain: Terrain,
+    box: Box,
+    *,
+    click_radius: int = 3,
+    iterations: int = 1,
+    between: Callable[[], None] = lambda: None,
 ) -> np.ndarray:
-    """The object that ``box`` alone describes, GrabCut's way."""
+    """The object that ``box`` alone describes, GrabCut's way (``between()`` between steps)."""
     start = np.zeros(terrain.image.shape[:2], bool)
-    return _cut(terrain, [], start, click_radius, max(iterations, BOX_ITERATIONS), box)
+    rounds = max(iterations, BOX_ITERATIONS)
+    return _cut(terrain, [], start, click_radius, rounds, box, between)
 
 
 def prior_seed(terrain: Terrain, prior: np.ndarray, click: Click) -> Click:
@@ -189,8 +200,10 @@ def _cut(
     radius: int,
     iterations: int,
     box: Box | None = None,
+    between: Callable[[], None] = lambda: None,
 ) -> np.ndarray:
-    """The object as all of ``clicks`` (and ``box``) describe it, cut from the whole frame."""
+    """The object as all of ``clicks`` (and ``box``) describe it, cut from the whole frame;
+    ``between()`` between its steps."""
     positives = [c for c in clicks if c.positive]
     height, width = previous.shape
     boxed = box.inside((height, width)) if box is not None else np.ones((height, width), bool)
@@ -225,6 +238,7 @@ def _cut(
     for _ in range(iterations):
         if mask.all() or not mask.any() or not learn_from.any():
             break
+        between()
         foreground = fit_mixture(pixels[learn_from.ravel()])
         background = fit_mixture(_with_share(pixels[~mask.ravel()], marked, MARKED_SHARE))
         colour = mixture_log_likelihood(pixels, foreground) - mixture_log_likelihood(
@@ -232,6 +246,7 @@ def _cut(
         )
         unary = np.clip(colour.reshape(place.shape), -COLOUR_LIMIT, COLOUR_LIMIT)
         unary += PLACE_WEIGHT * place
+        between()
         mask = graph_cut(image, unary, hard_in=hard_in.astype(bool), hard_out=hard_out.astype(bool))
         learn_from = mask
     whole = np.zeros(previous.shape, bool)

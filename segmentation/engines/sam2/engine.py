@@ -181,6 +181,15 @@ class Sam2Engine(Engine):
             device = torch.device("cuda", torch.cuda.current_device())
         return f"{name} on {device} ({precision_name(self.dtype)})"
 
+    def calls_at_once(self, cores: int) -> int:
+        """On the CPU, as many calls as the cores hold torch's threads (each call's operators
+        run on all of them, ``torch.get_num_threads()``: usually one call). On a GPU two, so
+        that one call's kernels run while the other's Python prepares its next (not measured
+        against one or three)."""
+        if self.device.type == "cpu":
+            return max(1, cores // max(1, torch.get_num_threads()))
+        return 2
+
     def open(self, frames: FrameSource) -> Sam2VideoState:
         return Sam2VideoState(frames, self)
 

@@ -403,3 +403,43 @@ def test_a_box_replaces_a_mask_the_clicks_made(state: VideoState, video: Video) 
     assert region_similarity(boxed[1], video.masks[0][2]) > 0.9
     assert region_similarity(again[1], video.masks[0][2]) > 0.9
     assert np.array_equal(again[1] & boxed[1], boxed[1])
+
+
+def test_one_call_runs_for_every_two_cores() -> None:
+    engine = ClassicEngine()
+
+    assert [engine.calls_at_once(cores) for cores in (1, 2, 3, 16)] == [1, 1, 1, 8]
+
+
+def test_work_calls_between_steps_between_its_steps_and_comes_out_the_same(
+    frames, video: Video
+) -> None:
+    # given two states, one whose steps are counted
+    plain, counted = ClassicEngine().open(frames), ClassicEngine().open(frames)
+    steps: list[str] = []
+    counted.between_steps = lambda: steps.append("step")
+    ys, xs = np.nonzero(video.masks[0][1])
+    points = [
+        centre(video.masks[0][1]),
+        [float(xs.min() + 4) / (WIDTH - 1), float(ys.mean()) / (HEIGHT - 1)],
+    ]
+
+    # when each takes two points on frame 0, then tracks frame 5 alone (carried 5 frames on)
+    masks = [
+        state.add_points(frame_index=0, object_id=1, points=points, labels=[1, 1])
+        for state in (plain, counted)
+    ]
+    clicked = len(steps)
+    tracked = [
+        next(state.propagate(start_frame_index=5, direction="forward", max_frame_num_to_track=0))
+        for state in (plain, counted)
+    ]
+
+    # then the click was a step after decoding the frame and three a point (before the cut,
+    # its colour models and its graph cut); the tracking a step a frame carried; and both
+    # states answered alike
+    assert clicked == 1 + 2 * 3
+    assert len(steps) - clicked == 5
+    assert np.array_equal(masks[0][1], masks[1][1])
+    assert tracked[0][0] == tracked[1][0] == 5
+    assert np.array_equal(tracked[0][1][1], tracked[1][1][1])

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
+import torch
 
 from config.env import env_named_options
 from segmentation.engines import EngineConfigError, engine_create, engine_options
@@ -188,6 +189,17 @@ def test_features_cache_is_bounded(sam2_state, engine: Sam2Engine) -> None:
     list(sam2_state.propagate(start_frame_index=0))
 
     assert len(sam2_state._features) == engine.options.feature_cache
+
+
+def test_calls_at_once_on_the_cpu_share_the_cores_among_torchs_threads(
+    engine: Sam2Engine,
+) -> None:
+    threads = torch.get_num_threads()
+
+    counts = [engine.calls_at_once(cores) for cores in (1, threads, 3 * threads)]
+
+    # on the CPU each call's operators take torch's threads; on a GPU, two calls at once
+    assert counts == ([1, 1, 3] if engine.device.type == "cpu" else [2, 2, 2])
 
 
 def test_evaluate_vos_runs_the_sam2_engine(video: Video, checkpoint: Path, tmp_path: Path) -> None:
