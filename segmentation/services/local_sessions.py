@@ -480,7 +480,12 @@ class LocalSessions:
             session.cancel = cancel
             if not self.registry.touch(session.id):
                 return  # closed (or expired) while this propagation waited for the lock
-            gone = cancel.is_set if stop is None else lambda: cancel.is_set() or stop.is_set()
+
+            def gone() -> bool:
+                """Whether the frame waiting for its turn should leave the line: cancelled,
+                hung up or the session ended; a wait renews the session's idle timer."""
+                stopped = cancel.is_set() or (stop is not None and stop.is_set())
+                return stopped or not self.registry.touch(session.id)
 
             def turn() -> contextlib.AbstractContextManager[Turn]:
                 # admitted with the first frame: the later ones are never refused
@@ -504,8 +509,9 @@ class LocalSessions:
     def _metered(self, session: Session, *, replayed: int = 0) -> Iterator[Turn]:
         """:func:`_held`, for a prompt, in a turn of the engine (which it yields): refused
         while the session's engine budget is spent, and the time it held the turn spent from
-        it; but not ``replayed`` prompts of a replay while what is left of it covers them
-        (``Session.replay_left``)."""
+        it; the session kept alive while it waits for the turn, and the wait left when the
+        session is closed meanwhile; but not ``replayed`` prompts of a replay while what is
+        left of it covers them (``Session.replay_left``)."""
         with _held(session):
             metered = session.budget is not None
             if replayed and session.replay_left >= replayed:
@@ -513,7 +519,19 @@ class LocalSessions:
                 metered = False
             if metered:
                 session.budget.check()
-            with engine_turn(self.turns, client=_client(session), state=session.state) as turn:
+            with contextlib.ExitStack() as stack:
+                try:
+                    turn = stack.enter_context(
+                        engine_turn(
+                            self.turns,
+                            client=_client(session),
+                            state=session.state,
+                            # a wait renews the session's idle timer: it is not idle, it queues
+                            gone=lambda: not self.registry.touch(session.id),
+                        )
+                    )
+                except Stopped:  # closed while it waited
+                    raise SessionNotFound(f"no session with id {session.id!r}") from None
                 try:
                     yield turn
                 finally:

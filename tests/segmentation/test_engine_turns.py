@@ -16,7 +16,7 @@ import requests
 
 from core.fair_turns import FairTurns
 from segmentation.engines.classic import ClassicEngine
-from segmentation.errors import ErrorCode, ServerBusy
+from segmentation.errors import ErrorCode, ServerBusy, SessionNotFound
 from segmentation.services.local_sessions import LocalSessions, SessionRegistry
 from segmentation.services.session_types import Clicks
 from tests.conftest import running_server
@@ -79,6 +79,52 @@ def test_a_click_past_its_clients_line_is_refused_with_the_seconds_to_wait(
     assert refused.value.message == "too much engine work is waiting; try again in 2 s"
     assert refused.value.retry_after == 2
     assert [answer.frame_index for answer in answers] == [0]  # the one in line was served
+    assert (turns.holding, turns.waiting) == (0, 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_click_waiting_for_its_turn_keeps_its_session_alive_and_leaves_when_it_is_closed(
+    turns: FairTurns, frames
+):
+    # given sessions that expire after a second idle, and the engine's one turn held
+    clock = Clock()
+    sessions = LocalSessions(SessionRegistry(idle_timeout=1, max_sessions=4, clock=clock), turns)
+    kept, closed = opened(sessions, frames, CLIENT), opened(sessions, frames, OTHER)
+    answers: dict[str, object] = {}
+
+    def click(session_id: str) -> None:
+        try:
+            answers[session_id] = sessions.add_points(session_id=session_id, clicks=clicks())
+        except SessionNotFound as error:
+            answers[session_id] = error.message
+
+    with turns.turn("203.0.113.3"):
+        threads = [threading.Thread(target=click, args=(s,), daemon=True) for s in (kept, closed)]
+        for thread in threads:
+            thread.start()
+        until(lambda: turns.waiting == 2)
+
+        # when their clicks wait longer than the idle timeout, and one session is closed
+        for _ in range(3):
+            clock.now += 0.6
+            time.sleep(0.3)  # the waits look at their sessions meanwhile
+        alive = sessions.registry.touch(kept)
+        sessions.registry.close(closed)
+        until(lambda: closed in answers)
+    for thread in threads:
+        thread.join(timeout=30)
+
+    # then the waiting click kept its session and was answered; the other left the line
+    assert alive is True
+    assert answers[kept].frame_index == 0
+    assert answers[closed] == f"no session with id {closed!r}"
     assert (turns.holding, turns.waiting) == (0, 0)
 
 
