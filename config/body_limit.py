@@ -18,11 +18,20 @@ export arrived whole before the view refused it (36 such posts held ``/healthz``
 the GraphQL endpoint), the segmentation views' JSON error for the annotation endpoints, both
 with the code ``UPLOAD_TOO_LARGE`` and the CORS headers django-cors-headers would give, so that a
 cross-origin page can read it.
+
+A body refused at its head is still read, and dropped, until the client has sent it, so that the
+client reads the answer rather than a reset (as nginx's lingering close does). That reading is
+the server's work, as fast as the client sends: 70 MB posts sent back to back over loopback cost
+the event loop three quarters of a core and held ``/healthz`` at 2.6 to 4.9 times its calm
+latency (issue 47). So the refused bodies of the process drain at ``SERVER_REFUSED_DRAIN_MB``
+a second between them (:class:`DrainPace`), each connection pausing its reading while it is
+ahead of its share; a connection held past the server's linger is cut.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -54,6 +63,35 @@ def body_cap(path: str) -> int:
     if ANNOTATION_PATHS.fullmatch(path):
         return settings.MAX_ANNOTATIONS_BYTES
     return settings.MAX_UPLOAD_BYTES + FORM_OVERHEAD
+
+
+class DrainPace:
+    """Refused bodies drained at most ``rate`` bytes a second in all, allowing a burst of
+    ``burst`` seconds' worth: each read's bytes are given the next free stretch of time, and the
+    connection that read them pauses its reading until the stretch begins, once that is at least
+    ``least_pause`` away (a pause after every read of 256 KB cost three times the CPU a byte of
+    one after every 1.6 MB, at 16 MB a second: ``benchmarks/refused_body.py``)."""
+
+    def __init__(
+        self,
+        *,
+        rate: float,
+        burst: float = 0.25,
+        least_pause: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.least_pause = least_pause
+        self._clock = clock
+        self._free_at = clock() - burst  # when the bytes taken so far have had their time
+
+    def take(self, size: int) -> float:
+        """``size`` bytes drained now: the seconds to pause reading before the next (0: none)."""
+        now = self._clock()
+        self._free_at = max(self._free_at, now - self.burst) + size / self.rate
+        ahead = self._free_at - now
+        return ahead if ahead >= self.least_pause else 0.0
 
 
 def body_refusal(

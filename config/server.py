@@ -60,7 +60,7 @@ from django.conf import settings
 from twisted.internet import defer, reactor
 from twisted.web import http
 
-from config.body_limit import body_cap, body_refusal
+from config.body_limit import DrainPace, body_cap, body_refusal
 from config.websocket_admission import (
     is_upgrade,
     refusal_send,
@@ -84,6 +84,12 @@ CLOSE_SEC = 5
 SHUTDOWN_HUB_SEC = 5
 
 
+@functools.cache
+def drain_pace() -> DrainPace:
+    """The pace of this process's refused bodies, from the settings on first use."""
+    return DrainPace(rate=settings.SERVER_REFUSED_DRAIN_MB * 2**20)
+
+
 class CappedRequest(WebRequest):
     """daphne's request, refusing a body over the cap while it arrives."""
 
@@ -105,7 +111,12 @@ class CappedRequest(WebRequest):
             super().gotLength(length)
 
     def handleContentChunk(self, data: bytes) -> None:
-        if self._refused:
+        if self._refused:  # dropped, at the pace of refused bodies
+            pause = drain_pace().take(len(data))
+            if pause > 0:
+                transport = self.channel.transport
+                transport.pauseProducing()
+                self._paused = reactor.callLater(pause, transport.resumeProducing)
             return
         self._received += len(data)
         if self._received > self._cap:
@@ -187,7 +198,8 @@ class CappedRequest(WebRequest):
         self._linger = reactor.callLater(LINGER_SEC, transport.abortConnection)
 
     def connectionLost(self, reason: Any) -> None:
-        for timer in (getattr(self, "_linger", None), getattr(self, "_refusal", None)):
+        timers = ("_linger", "_refusal", "_paused")
+        for timer in (getattr(self, name, None) for name in timers):
             if timer is not None and timer.active():
                 timer.cancel()
         super().connectionLost(reason)

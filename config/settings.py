@@ -220,6 +220,9 @@ MAX_VIDEO_SIDE = env_int("MAX_VIDEO_SIDE", 1280, minimum=64)
 SERVER_HEAD_TIMEOUT_SEC = env_int("SERVER_HEAD_TIMEOUT_SEC", 10, minimum=1)
 SERVER_BODY_IDLE_SEC = env_int("SERVER_BODY_IDLE_SEC", 10, minimum=1)
 SERVER_BODY_MIN_RATE = env_int("SERVER_BODY_MIN_RATE", 1024, minimum=0)
+# Bodies refused at their head are still read and dropped (so that the client reads the answer),
+# all of them together at most this many MB a second (config/body_limit.py).
+SERVER_REFUSED_DRAIN_MB = env_int("SERVER_REFUSED_DRAIN_MB", 16, minimum=1)
 # Uploads: refused while arriving past this size; videos cut to this many seconds.
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 70, minimum=1) * 1024 * 1024
 MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)

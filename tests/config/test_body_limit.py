@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
 import requests
 
-from config.body_limit import FORM_OVERHEAD, RequestBodyLimit
+from config.body_limit import FORM_OVERHEAD, DrainPace, RequestBodyLimit
 from tests.conftest import running_server
 
 CAP = 1024 * 1024 + FORM_OVERHEAD  # MAX_UPLOAD_MB=1
@@ -225,6 +226,34 @@ ANNOTATION_ENDPOINTS = [
 
 
 @pytest.fixture(scope="module")
+def paced_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    var = tmp_path_factory.mktemp("body-limit-paced-var")
+    with running_server(var, MAX_UPLOAD_MB="1", SERVER_REFUSED_DRAIN_MB="2") as url:
+        yield url
+
+
+def test_a_refused_body_is_drained_at_the_servers_pace(paced_server: str) -> None:
+    # given a client that declares 16 MB, over the cap, and sends it all as fast as it can
+    size = 16 * 2**20
+    with connect(paced_server) as sock:
+        sock.settimeout(30)
+        began = time.monotonic()
+        sock.sendall(
+            b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % size + b" " * size
+        )
+        # when the last of it has left the client
+        sent_after = time.monotonic() - began
+        status, _, body = read_response(sock)
+
+    # then the server read it at 2 MB a second (a quarter of a second's worth at once): all of
+    # it but what the two sockets' buffers hold (up to about 10 MB here) took over 2 s to go, and
+    # the refusal was answered (at once: it waited for the client to read it)
+    assert sent_after > 2
+    assert (status, json.loads(body)) == ("HTTP/1.1 413 Request Entity Too Large", REFUSAL)
+
+
+@pytest.fixture(scope="module")
 def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with running_server(tmp_path_factory.mktemp("body-limit-default-var")) as url:
         yield url
@@ -314,3 +343,26 @@ async def test_middleware_caps_an_annotation_endpoint_at_the_annotation_limit(se
         "error": "the annotation file is 0.0 MB, over the limit of 0.0 MB (MAX_ANNOTATIONS_MB)",
         "code": "UPLOAD_TOO_LARGE",
     }
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_drain_pace_lets_a_burst_through_then_pauses_by_the_bytes_ahead() -> None:
+    clock = Clock()
+    pace = DrainPace(rate=1000, burst=0.25, least_pause=0.1, clock=clock)
+
+    # a quarter of a second's worth passes, and what is less than 0.1 s ahead too
+    assert [pace.take(100) for _ in range(3)] == [0.0, 0.0, 0.0]
+    # then each read waits until the time its bytes are worth has passed
+    assert pace.take(100) == pytest.approx(0.15)
+    assert pace.take(200) == pytest.approx(0.35)
+    # an idle while lets a burst through again, and no more
+    clock.now += 10
+    assert pace.take(250) == 0.0
+    assert pace.take(150) == pytest.approx(0.15)
