@@ -286,8 +286,10 @@ def burst_bytes(name: str, args: argparse.Namespace) -> float:
 def run_server(name: str, app: str, env: dict, args: argparse.Namespace, work: Path) -> list[Step]:
     """Every step measured, up to and including the first that is not sustained."""
     steps = []
-    with serving(name, app, env, work / f"{name}.log") as (pid, port):
+    log = work / f"{name}.log"
+    with serving(name, app, env, log) as (pid, port):
         for viewers in args.steps:
+            decided = len(guard_lines(log))
             step = asyncio.run(
                 measure(port, viewers, args.bitrate, args.seconds, pid, burst_bytes(name, args))
             )
@@ -297,7 +299,8 @@ def run_server(name: str, app: str, env: dict, args: argparse.Namespace, work: P
                 f"(median {step.median_rate:6.1%}) of the rate, "
                 f"server CPU {step.cpu:4.2f} cores (viewers {step.client_cpu:4.2f}), "
                 f"memory {step.rss_growth_mb:+6.1f} MB -> "
-                + ("ok" if step.sustained else "NOT sustained"),
+                + ("ok" if step.sustained else "NOT sustained")
+                + guard_text(guard_lines(log)[decided:]),
                 flush=True,
             )
             if not step.sustained:
@@ -308,7 +311,8 @@ def run_server(name: str, app: str, env: dict, args: argparse.Namespace, work: P
 def run_crowd(
     name: str, app: str, env: dict, args: argparse.Namespace, work: Path, viewers: int
 ) -> Crowd:
-    with serving(name, app, env, work / f"{name}-{viewers}.log") as (pid, port):
+    log = work / f"{name}-{viewers}.log"
+    with serving(name, app, env, log) as (pid, port):
         result = asyncio.run(
             crowd(port, viewers, args.bitrate, args.seconds, pid, burst_bytes(name, args))
         )
@@ -316,10 +320,23 @@ def run_crowd(
         f"  {name:11} {viewers:5} crowd: {result.admitted} admitted, {result.refused} refused"
         f"{timing(result.refusal_ms)}, {result.cut_off} cut off later, {result.full_rate} at "
         f"full rate; server CPU {result.cpu:4.2f} cores (viewers {result.client_cpu:4.2f}); "
-        f"{LATER_WAVE} later: {result.later_refused} refused{timing(result.later_ms)}",
+        f"{LATER_WAVE} later: {result.later_refused} refused{timing(result.later_ms)}"
+        + guard_text(guard_lines(log)),
         flush=True,
     )
     return result
+
+
+GUARD_LINE = re.compile(r"(\d\d:\d\d:\d\d),\d+ WARNING [\w.]+: (refusing viewers past .*)")
+
+
+def guard_lines(log: Path) -> list[str]:
+    """The load guard's decisions in a server's log (``streaming/admission.py``), timed."""
+    return [" ".join(m.groups()) for m in GUARD_LINE.finditer(log.read_text(errors="replace"))]
+
+
+def guard_text(lines: list[str]) -> str:
+    return "".join(f"\n      guard: {line}" for line in lines)
 
 
 def timing(milliseconds: list[float]) -> str:

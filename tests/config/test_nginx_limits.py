@@ -9,6 +9,7 @@ import collections
 import concurrent.futures
 import contextlib
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -120,9 +121,18 @@ def test_one_address_past_its_request_rate_is_answered_429(nginx_binary, tmp_pat
         before = origin_log.read_text().count('"GET /healthz"')
         began = time.monotonic()
 
+        refused = threading.Event()
+
         def client(_: int) -> list[int]:
+            # until some are refused (at most 100 each): under the suite's load, 400 requests
+            # once took as long as the rate lets that many through
+            codes = []
             with requests.Session() as session:
-                return [session.get(f"{front}/healthz", timeout=10).status_code for _ in range(20)]
+                while len(codes) < 100 and not refused.is_set():
+                    codes.append(session.get(f"{front}/healthz", timeout=10).status_code)
+                    if codes[-1] == 429:
+                        refused.set()
+            return codes
 
         with concurrent.futures.ThreadPoolExecutor(20) as pool:
             answers = collections.Counter(
@@ -132,7 +142,7 @@ def test_one_address_past_its_request_rate_is_answered_429(nginx_binary, tmp_pat
         time.sleep(0.5)
         served = origin_log.read_text().count('"GET /healthz"') - before
 
-    # 400 requests from one address: the burst and the rate pass, the rest are 429
+    # requests from one address as fast as they go: the burst and the rate pass, the rest 429
     assert set(answers) == {200, 429}
     assert answers[200] == served
     assert BURST <= served <= BURST + RATE * seconds + 1
