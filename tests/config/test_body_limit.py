@@ -13,6 +13,7 @@ import requests
 
 from config.body_limit import FORM_OVERHEAD, DrainPace, RequestBodyLimit
 from tests.conftest import running_server
+from tests.timing import Clock
 
 CAP = 1024 * 1024 + FORM_OVERHEAD  # MAX_UPLOAD_MB=1
 REFUSAL = {
@@ -343,14 +344,6 @@ async def test_middleware_caps_an_annotation_endpoint_at_the_annotation_limit(se
         "error": "the annotation file is 0.0 MB, over the limit of 0.0 MB (MAX_ANNOTATIONS_MB)",
         "code": "UPLOAD_TOO_LARGE",
     }
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_the_drain_pace_lets_a_burst_through_then_pauses_by_the_bytes_ahead() -> None:

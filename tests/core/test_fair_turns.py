@@ -5,28 +5,13 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 
 import pytest
 
 from core.fair_turns import FairTurns
 from core.threads import Stopped
 from core.turns import NoTurn
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def until(condition, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
+from tests.timing import Clock, until
 
 
 def served(turns: FairTurns, clock: Clock, client: str, seconds: float) -> None:

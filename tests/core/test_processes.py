@@ -22,6 +22,7 @@ from segmentation.services.coco_instances import coco_instances_build
 from segmentation.services.exports import export_build
 from segmentation.video_shape import VideoShape
 from tests.core.process_calls import busy, crash, modules_loaded, niceness
+from tests.timing import until
 
 
 @pytest.fixture
@@ -185,10 +186,3 @@ def zombie(pid: int) -> bool:
         return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
-
-
-def until(condition, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)

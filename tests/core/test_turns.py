@@ -4,27 +4,12 @@ or past a waiter's own wait."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
 
 from core.turns import NoTurn, Turns, TurnTimedOut
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def until(condition, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
+from tests.timing import Clock, until
 
 
 def take_in_turn(turns: Turns, name: str, order: list[str]) -> threading.Thread:

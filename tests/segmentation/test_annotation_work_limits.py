@@ -503,6 +503,15 @@ def test_the_engine_budget_stops_an_import_between_frames_and_keeps_what_it_did(
         ]
 
 
+def json_post(connection: socket.socket, path: str, body: bytes) -> None:
+    """Send a JSON POST of ``body`` to ``path`` over a raw connection, leaving it open."""
+    connection.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+        + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
+
+
 def isolated_pixels() -> dict:
     mask = np.zeros((HEIGHT, WIDTH), bool)
     mask[::2, ::2] = True  # 102,480 parts of one pixel each
@@ -531,11 +540,7 @@ def test_an_export_stops_when_its_client_hangs_up(budget_server, default_video_v
 
     # when the client sends it, and hangs up once the conversion has begun
     with socket.create_connection((address.hostname, address.port)) as connection:
-        connection.sendall(
-            b"POST /annotations/yolo.zip HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-            + body
-        )
+        json_post(connection, "/annotations/yolo.zip", body)
         time.sleep(3)
 
     # then the server stops converting within a mask, and says so
@@ -578,11 +583,7 @@ def test_an_export_converts_in_a_process_of_its_own_below_the_server_and_dies_wi
     idle = {child: cpu_seconds(child) for child in children(pid)}  # earlier exports' processes
 
     with socket.create_connection((address.hostname, address.port)) as connection:
-        connection.sendall(
-            b"POST /annotations/yolo.zip HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-            + body
-        )
+        json_post(connection, "/annotations/yolo.zip", body)
         # when a child of the server takes up the work
         deadline = time.monotonic() + 20
         while not (busy := [c for c in children(pid) if cpu_seconds(c) - idle.get(c, 0) > 0.2]):
@@ -624,11 +625,7 @@ def hang_up_after(server: str, path: str, body: bytes, seconds: float) -> bytes:
     then (nothing, if it was still at work)."""
     address = urlsplit(server)
     with socket.create_connection((address.hostname, address.port)) as connection:
-        connection.sendall(
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-            + body
-        )
+        json_post(connection, path, body)
         connection.settimeout(seconds)
         try:
             return connection.recv(4096)

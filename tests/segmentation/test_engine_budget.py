@@ -13,14 +13,7 @@ from segmentation.errors import ResourceExhausted
 from segmentation.services.engine_budget import EngineBudget
 from tests.conftest import running_server
 from tests.segmentation.test_graphql_cost import CLICK, click_input
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.timing import Clock
 
 
 def test_a_session_may_spend_its_burst_then_waits_for_its_share():

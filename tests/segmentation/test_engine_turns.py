@@ -21,15 +21,9 @@ from segmentation.services.local_sessions import LocalSessions, SessionRegistry
 from segmentation.services.session_types import Clicks
 from tests.conftest import running_server
 from tests.segmentation.test_graphql_cost import CLICK, click_input
+from tests.timing import Clock, until
 
 CLIENT, OTHER = "203.0.113.1", "203.0.113.2"
-
-
-def until(condition, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
 
 
 async def until_async(condition) -> None:
@@ -80,14 +74,6 @@ def test_a_click_past_its_clients_line_is_refused_with_the_seconds_to_wait(
     assert refused.value.retry_after == 2
     assert [answer.frame_index for answer in answers] == [0]  # the one in line was served
     assert (turns.holding, turns.waiting) == (0, 0)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_click_waiting_for_its_turn_keeps_its_session_alive_and_leaves_when_it_is_closed(

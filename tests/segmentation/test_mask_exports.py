@@ -27,8 +27,8 @@ from segmentation.services import exports
 from segmentation.services.videos import video_register
 from segmentation.services.yolo_polygons import mask_polygons
 from tests.core.process_calls import busy
-from tests.core.test_processes import until
 from tests.segmentation.synthetic import HEIGHT, WIDTH
+from tests.timing import until
 
 pytestmark = pytest.mark.django_db
 

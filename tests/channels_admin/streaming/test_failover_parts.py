@@ -13,14 +13,7 @@ from channels_admin.streaming.pace import PaceMeter
 from channels_admin.streaming.sources import STABLE_SECONDS, SourceCycle, source_label
 from channels_admin.streaming.ts import TS_PACKET
 from tests.channels_admin.media_upstream import CLIP_PMT_PID, clip
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.timing import Clock
 
 
 def pids(data: bytes) -> list[int]:
