@@ -15,6 +15,8 @@
 #   bash benchmarks/gpu_session.sh first-pass # tests, the cells whose first pass lost, a first
 #                                             # pass profiled (4.8 min)
 #   bash benchmarks/gpu_session.sh compiled   # SAM2_COMPILE cells (4.7 min)
+#   bash benchmarks/gpu_session.sh variants   # each variant folder under .ab/ (carried too) on
+#                                             # two cells, the official beside (3.6 min for 4)
 #
 # (2026-11-26, an H100: the machine started in about 30 s; the tests took 207 s on its CPU
 # and GPU, the table's cells 15-25 s each.)
@@ -22,7 +24,7 @@
 # Each step's log and JSON lines are packed into $OUT/logs-PHASE.tgz (only a few files come back
 # from $OUT) as it ends, so that a lease cut short still returns what was done.
 set -u
-phase=${1:?check, table, first-pass or compiled}
+phase=${1:?check, table, first-pass, compiled or variants}
 OUT=${OUT:-/tmp/gpu-out}
 WORK=/tmp/gpu-work
 WHEELS=${WHEELS:-.whl}
@@ -121,6 +123,25 @@ first-pass)
         --seconds 2 --passes 1 --profile "$WORK/first-pass-profile.txt" --profile-first
     grep -iE "attention_forward|cudnn_convolution|cudaHostAlloc" \
         "$WORK/first-pass-profile.txt" | head -n 8
+    ;;
+variants)
+    # A/B: each folder under .ab/ holds segmentation/engines and the sam2 benchmarks with one
+    # change (made by hand; see docs/benchmarks.md), run on the cells where this engine was
+    # behind, one cell after another, with the official predictor's cells first
+    for cell in "tiny 3" "small 1"; do
+        set -- $cell
+        table "official-$1-$2" 70 --impls official --sizes "$1" --objects "$2" --seconds 4 \
+            --passes 2 --timeout 60
+    done
+    for tree in .ab/*/; do
+        for cell in "tiny 3" "small 1"; do
+            set -- $cell
+            step "$(basename "$tree")-$1-$2" 70 python3 "$tree/benchmarks/sam2_table.py" \
+                --impls ours --device cuda --sizes "$1" --objects "$2" --seconds 4 --passes 2 \
+                --timeout 60 --json "$WORK/variants.jsonl"
+        done
+    done
+    tests 40 -k "cudnn or memory_bank"
     ;;
 compiled)
     # each cell compiled once on a second of video, side by side: the timed cells then load

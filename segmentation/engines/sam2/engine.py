@@ -156,8 +156,8 @@ class Sam2Engine(Engine):
         if self.device.type == "cpu":
             heap_keep_tensors()
             self.model.channels_last()
-            if self.dtype != torch.float32:
-                self.model.weights_cast(self.dtype)
+        if self.dtype != torch.float32:
+            self.model.weights_cast(self.dtype)
         if self.device.type == "cuda":
             # TF32 matrix products beside bfloat16, as SAM 2's demo runs; float32 asked for is
             # float32 (parity with the official code, and a GPU tracking as the CPU does)

@@ -112,8 +112,9 @@ class Sam2Model(nn.Module):
 
     def weights_cast(self, dtype: torch.dtype) -> None:
         """Keep the weights of every linear layer and convolution in ``dtype``: what autocast
-        to ``dtype`` casts them to on every call (in inference mode it keeps no cache: 700
-        casts a frame for EdgeTAM); norms, embeddings and encodings stay float32."""
+        to ``dtype`` casts them to on every call, on any device (in inference mode it keeps no
+        cache: 700 casts a frame for EdgeTAM), so the results are the same to the bit; norms,
+        embeddings and encodings stay float32."""
         for module in self.modules():
             if isinstance(module, nn.Linear | nn.Conv2d | nn.ConvTranspose2d):
                 module.to(dtype)

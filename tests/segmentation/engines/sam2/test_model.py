@@ -259,6 +259,20 @@ def test_tracking_is_deterministic() -> None:
     assert all(torch.equal(a[k], b[k]) for a, b in zip(first, second, strict=True) for k in a)
 
 
+def test_weights_kept_in_bfloat16_track_exactly_as_autocast_casting_them_each_call() -> None:
+    # given one model whose weights autocast casts on every call, and one that keeps them cast
+    images = _frames(3)
+    cast_each_call, kept_cast = small_model(), small_model()
+    kept_cast.weights_cast(torch.bfloat16)
+
+    # when both track under bfloat16 autocast
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected, kept = _track(cast_each_call, images), _track(kept_cast, images)
+
+    # then every mask is the same to the bit
+    assert all(torch.equal(a[k], b[k]) for a, b in zip(expected, kept, strict=True) for k in a)
+
+
 def test_objects_batched_or_alone_agree() -> None:
     """Two objects clicked on the same frame are tracked as one batch; each alone gives the
     same logits (to float rounding)."""
