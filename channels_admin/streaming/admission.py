@@ -28,11 +28,14 @@ from typing import Protocol
 RETRY_AFTER_SEC = 10
 TICK_SEC = 0.1  # how often the guard looks
 LAG_BOUND_SEC = 0.5  # the event loop this late: no viewer joins now ...
-LATE_SEC = 1.0  # ... late this long, and no arrivals: it cannot carry the viewers it has
-LOSING_SHARE = 0.2  # this share of the viewers lost data within WINDOW_SEC: no more join ...
+LATE_SEC = 1.0  # ... late this long, and no change for a window: it cannot carry the viewers
+LOSING_SHARE = 0.2  # this share of the viewers lost data within WINDOW_SEC: they are losing;
+# losing for a window while viewers still arrive: no more join ...
 MOST = 0.5  # ... more than this share of them (a few slow links are not the process's doing),
-LOST_SHARE = 0.2  # having lost this share of the stream between them: it cannot carry them
+LOST_SHARE = 0.05  # having lost this share of the stream between them (no longer full rate),
+# once SETTLE_SEC have passed since viewers last arrived or were cut off: it cannot carry them
 WINDOW_SEC = 3.0
+SETTLE_SEC = 2 * WINDOW_SEC  # time for a crowd's backlog, or a cut's, to drain
 BACKOFF = 0.8  # a process that cannot carry its viewers has room for this share of them ...
 DEEPEST_CUT = 0.5  # ... and never less than this share, whatever they lost
 EXODUS = 0.9  # fewer viewers than this share of the last look's: a look that tells nothing
@@ -67,17 +70,19 @@ class LoadGuard:
 
     - while the loop is late, no viewer joins: each would only make it later. A crowd arriving
       at once is thus admitted only while the process keeps up with it;
-    - viewers losing data, past ``LOSING_SHARE`` of them, may be the process's doing or their
-      own slow links: with no :attr:`limit` yet, the process takes no more than it has, and a
-      limit it has does not rise meanwhile;
-    - a loop late for ``LATE_SEC`` once no viewer has arrived for ``WINDOW_SEC`` (so that the
-      viewers it has are the load), or most of them losing data, ``LOST_SHARE`` of the stream
-      between them, once none has arrived for twice as long (time to drain what a crowd left
-      in the buffers), mean that it cannot carry them: the limit is cut to ``BACKOFF`` of the
-      viewers' worth of the stream it delivered lately (each viewer counts for the share of the
-      stream it did not lose; ``DEEPEST_CUT`` of the viewers at least), and the newest viewers
-      beyond it are cut off, so that the others get their full rate back. Cuts are
-      ``WINDOW_SEC`` apart, time for one to show.
+    - viewers losing data, past ``LOSING_SHARE`` of them, may be the process's doing, the
+      backlog of viewers who just arrived, or their own slow links: a limit it has does not
+      rise meanwhile, and if they go on losing for ``WINDOW_SEC`` while viewers still arrive,
+      the process takes no more than it has (the losses a crowd's own arrival causes do not
+      hold it below a crowd it can carry);
+    - a loop late for ``LATE_SEC`` once the viewers have not changed for ``WINDOW_SEC`` (so that
+      the viewers it has are the load), or most of them losing data, ``LOST_SHARE`` of the
+      stream between them (no longer full rate), ``SETTLE_SEC`` after viewers last arrived or
+      were cut off (time to drain what they left in the buffers), mean that it cannot carry
+      them: the limit is cut to ``BACKOFF`` of the viewers' worth of the stream it delivered
+      lately (each viewer counts for the share of the stream it did not lose; ``DEEPEST_CUT`` of
+      the viewers at least), and the newest viewers beyond it are cut off, so that the others
+      get their full rate back.
 
     While viewers wait at the limit and all is calm, it rises by ``RAISE`` every ``CALM_SEC``,
     probing for room, as TCP's congestion window does. Viewers leaving in numbers cost the loop
@@ -97,6 +102,7 @@ class LoadGuard:
         # the looks of the last WINDOW_SEC: when, the bytes streamed, each viewer's losses
         self._looks: deque[tuple[float, int, dict[int, int]]] = deque()
         self._late_since: float | None = None  # since when every look found the loop late
+        self._losing_since: float | None = None  # since when every look found viewers losing
         self._viewers_before = 0  # at the last look
         self._not_reading = 0  # viewers that read nothing, at the last look
         self._due = float("inf")  # when the next look is due
@@ -171,37 +177,33 @@ class LoadGuard:
             self._late_since = None
         elif self._late_since is None:
             self._late_since, self.reason = now, f"its event loop ran {lag:.2f} s late"
-        calm_for = now - self._arrived_at if not leaving else 0.0  # no one arriving or leaving
+        losing = share > LOSING_SHARE and not leaving
+        if not losing:
+            self._losing_since = None
+        elif self._losing_since is None:
+            self._losing_since = now
+        # since the viewers last changed: one arrived or asked, some were cut off, many left
+        unchanged_for = 0.0 if leaving else now - max(self._arrived_at, self._cut_at)
         late_for = now - self._late_since if self._late_since is not None else 0.0
-        if late_for >= LATE_SEC and calm_for >= WINDOW_SEC:
+        if late_for >= LATE_SEC and unchanged_for >= WINDOW_SEC:
             self._cut(now, viewers, self._carried(), self.reason)
-        elif share > LOSING_SHARE and not leaving:
+        elif losing:
+            self._calm_since = now
             carried = self._carried()
-            # a crowd leaves up to a second of backlog per viewer, which a process that can
-            # carry them drains within a few seconds: losses after twice the window are the load
-            draining = calm_for < 2 * WINDOW_SEC
-            if share > MOST and carried < viewers * (1 - LOST_SHARE) and not draining:
+            full_rate = carried >= viewers * (1 - LOST_SHARE)
+            if share > MOST and not full_rate and unchanged_for >= SETTLE_SEC:
                 reason = f"its viewers lost {1 - carried / viewers:.0%} of the stream"
                 self._cut(now, viewers, carried, reason)
-            else:
-                self._hold(now, viewers, f"{share:.0%} of its viewers lost data")
+            elif self.limit is None and now - self._losing_since >= WINDOW_SEC:
+                self._limit(max(1, viewers), f"{share:.0%} of its viewers lost data")
         elif self.limit is not None and now - self._calm_since >= CALM_SEC:
             self._calm_since = now
             if viewers >= self.limit:
                 self.limit += max(1, round(self.limit * RAISE))
 
-    def _hold(self, now: float, viewers: int, reason: str) -> None:
-        """No more viewers than it has, unless it has a limit already; that waits."""
-        self._calm_since = now
-        if self.limit is None:
-            self._limit(max(1, viewers), reason)
-
     def _cut(self, now: float, viewers: int, carried: float, reason: str) -> None:
         """Room for ``BACKOFF`` of the viewers' worth it ``carried``: the newest beyond go."""
-        self._calm_since = now
-        if now - self._cut_at < WINDOW_SEC:
-            return
-        self._cut_at = now
+        self._calm_since = self._cut_at = now
         limit = max(1, int(max(min(viewers, carried) * BACKOFF, viewers * DEEPEST_CUT)))
         self._dropped_at.clear()  # the losses of the load before the cut
         self._looks.clear()

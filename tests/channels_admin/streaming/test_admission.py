@@ -8,7 +8,14 @@ import asyncio
 import re
 import time
 
-from channels_admin.streaming.admission import CALM_SEC, LATE_SEC, WINDOW_SEC, Admission, LoadGuard
+from channels_admin.streaming.admission import (
+    CALM_SEC,
+    LATE_SEC,
+    SETTLE_SEC,
+    WINDOW_SEC,
+    Admission,
+    LoadGuard,
+)
 
 
 class Viewers:
@@ -133,43 +140,79 @@ def test_the_limit_rises_while_viewers_wait_at_it_and_all_is_calm() -> None:
     assert (cut, too_soon, raised, guard.limit) == (8, 8, 9, 9)
 
 
-def test_viewers_losing_data_stop_new_ones_and_losing_much_of_the_stream_cuts() -> None:
+def test_viewers_losing_data_for_a_window_stop_new_ones() -> None:
     viewers = Viewers(10)
     guard = LoadGuard(viewers)
     guard.look(0.0, lag=0.0)
+    limits = []
+    for look in range(1, 9):  # looks half a second apart
+        viewers.streamed_bytes += 10_000
+        viewers.lost[0] += 100
+        viewers.lost[1] += 100  # two in ten losing: not yet
+        if look >= 2:  # three in ten, who lose little: slow links, maybe, or a crowd arriving
+            viewers.lost[2] += 100
+        guard.look(look / 2, lag=0.0)
+        limits.append(guard.limit)
 
-    viewers.streamed_bytes = 10_000
-    viewers.lost[0] = viewers.lost[1] = 1_000  # two in ten: not yet
-    guard.look(0.1, lag=0.0)
-    two = guard.limit
-    viewers.lost[2] = 500  # three in ten, who lost little: slow links, maybe; no more join
-    guard.look(0.2, lag=0.0)
-    three = (guard.limit, guard.reason, list(viewers.cut_off))
+    # a window after the three began to lose, it takes no more than it has
+    assert limits == [None] * 7 + [10]
+    assert (guard.reason, viewers.cut_off) == ("30% of its viewers lost data", [])
 
-    # all ten lost a quarter of the stream: it delivered seven and a half viewers' worth
-    viewers.streamed_bytes = 20_000
-    viewers.lost = dict.fromkeys(range(10), 5_000)
-    guard.look(0.3, lag=0.0)
 
-    assert two is None
-    assert three == (10, "30% of its viewers lost data", [])
+def test_losing_more_than_full_rate_allows_cuts_a_settling_time_apart() -> None:
+    # given ten viewers, held where they are after a window of losses
+    viewers = Viewers(10)
+    guard = LoadGuard(viewers)
+    guard.look(0.0, lag=0.0)
+    for look in range(1, 9):
+        viewers.streamed_bytes += 100
+        viewers.lost = {viewer: lost + 1 for viewer, lost in viewers.lost.items()}
+        guard.look(look / 2, lag=0.0)
+    held = guard.limit
+
+    # when every one of them loses 6% of the stream for a second
+    viewers.streamed_bytes += 100_000
+    viewers.lost = {viewer: lost + 6_000 for viewer, lost in viewers.lost.items()}
+    guard.look(5.0, lag=0.0)
+
+    # then it delivered 9.4 viewers' worth, no longer full rate: room for 80% of that
+    assert held == 10
     assert (guard.limit, guard.reason, viewers.cut_off) == (
-        6,
-        "its viewers lost 25% of the stream",
-        [6, 7, 8, 9],
+        7,
+        "its viewers lost 6% of the stream",
+        [7, 8, 9],
     )
 
-    # cuts come a window apart and count only what was lost since the last; however much the
-    # viewers lose, a cut keeps half of them
-    for look in range(1, 5):
+    # and however much the rest lose (90% of the stream each second), the next cut waits for
+    # the first's backlog to drain, and keeps half of them (3 of 7)
+    limits = []
+    for second in range(6, 12):
         viewers.streamed_bytes += 10_000
         viewers.lost = {viewer: lost + 9_000 for viewer, lost in viewers.lost.items()}
-        guard.look(0.3 + look * WINDOW_SEC / 4, lag=0.0)
-        if look == 3:
-            soon = guard.limit
+        guard.look(float(second), lag=0.0)
+        limits.append(guard.limit)
 
-    assert soon == 6
-    assert (guard.limit, viewers.cut_off) == (3, [6, 7, 8, 9, 3, 4, 5])
+    assert 5.0 + SETTLE_SEC == 11.0
+    assert limits == [7, 7, 7, 7, 7, 3]
+    assert viewers.cut_off == [7, 8, 9, 3, 4, 5, 6]
+
+
+def test_viewers_arriving_never_hold_it_below_a_crowd_it_can_carry() -> None:
+    # given a crowd arriving for two seconds, each newcomer costing the others some data
+    viewers = Viewers(0)
+    guard = LoadGuard(viewers)
+    start = time.monotonic()
+    refused = 0
+    for look in range(1, 21):
+        for _ in range(5):
+            refused += guard.refuses(len(viewers.lost))
+            viewers.lost = {viewer: lost + 10 for viewer, lost in viewers.lost.items()}
+            viewers.lost[len(viewers.lost)] = 0
+        viewers.streamed_bytes += 10_000
+        guard.look(start + look / 10, lag=0.1)
+
+    # then it admits the whole crowd, and holds it only if the losses outlast a window
+    assert (refused, guard.limit, len(viewers.lost)) == (0, None, 100)
 
 
 def test_a_few_viewers_on_slow_links_are_not_cut_off_however_much_they_lose() -> None:
