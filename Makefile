@@ -21,7 +21,7 @@ run: prepare
 	@echo "  Health                    $(URL)/healthz"
 	@echo "  Django admin              $(URL)/admin/  (make a login: $(BIN)/python manage.py createsuperuser)"
 	@echo
-	$(BIN)/python -m config.server --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
+	$(BIN)/python -m edge.server --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
 
 # The test process's own engine is classic whatever var/models holds (servers the tests start
 # choose from their own folders). Most tests wait on servers, browsers and sockets: three

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-PACKAGES = ["config", "core", "segmentation", "channels_admin"]
+PACKAGES = ["config", "edge", "core", "segmentation", "channels_admin"]
 
 
 def module_name(path: Path) -> str:

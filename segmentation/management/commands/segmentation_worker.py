@@ -7,7 +7,7 @@ of ``SEGMENTATION_WORKER_TTL_SEC``, and answers the operations that web processe
 session closed after its current operation, then it leaves the registry and exits; a second
 signal exits at once.
 
-Like the server (``config/server.py``), it allocates from one malloc arena (``core/malloc.py``),
+Like the server (``edge/server.py``), it allocates from one malloc arena (``core/malloc.py``),
 set before the engine is loaded or any thread started: each session's operations run in threads
 of the executor, and each such thread would otherwise keep an arena of its own, whose free memory
 (a session's frames, once it ends) ``malloc_trim`` does not return.

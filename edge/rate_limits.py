@@ -2,7 +2,7 @@
 
 A limit (:class:`config.env.Rate`) is ``count`` requests of one kind (or units of what they
 cost) per ``period`` seconds for each client (its address:
-:func:`config.client_address.client_address`), counted in fixed windows: the first request of
+:func:`core.client_address.client_address`), counted in fixed windows: the first request of
 a window creates its counter, which expires with the window. With ``REDIS_URL`` the cache is
 Redis, so every server process counts against the same limits; otherwise each process counts
 its own (the in-memory cache). A cache that cannot be reached limits nothing (and says so in
@@ -27,9 +27,9 @@ from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.http import JsonResponse
 
-from config.body_limit import App, Receive, Scope, Send, response_send, with_cors
-from config.client_address import address_of
 from config.env import Rate
+from core.client_address import address_of
+from edge.body_limit import App, Receive, Scope, Send, response_send, with_cors
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class RateLimitGate:
     server about 4 ms of CPU, daphne's under 1 ms, so a refused request costs a fifth as much
     here; and as a client that sends again at once waits a second for each answer, a flood is
     held to a request a second per connection, which leaves the CPU to the other clients. What
-    counts is done later, where the cost is known (``config/graphql.py``, the propagation
+    counts is done later, where the cost is known (``edge/graphql.py``, the propagation
     view, the annotation import and exports); here the counter is only read."""
 
     def __init__(

@@ -4,16 +4,16 @@
   ``SESSION_NOT_FOUND``); here, and only here, it becomes the error's ``extensions.code``.
 - Requests may follow the GraphQL multipart request specification: an ``operations`` field (the
   JSON request), a ``map`` field (which file part goes to which variable), and the file parts.
-  (The size of the whole request is capped before Django reads it: ``config/body_limit.py``.)
+  (The size of the whole request is capped before Django reads it: ``edge/body_limit.py``.)
   A body Django's parser cannot read (a part's headers over 1,024 bytes, such as a long file
   name) is refused with 400 ``BAD_USER_INPUT``, logged in Django's one line for a 400.
 - A request whose parameters have the wrong types (a query that is not a string, variables that
   are not an object) is refused with 400 ``BAD_USER_INPUT``, and JSON nested deeper than Python's
   parser goes is invalid JSON like any other, before either reaches GraphQL.
-- What one request may ask for is limited: ``config/graphql_limits.py``; what it may cost the
+- What one request may ask for is limited: ``edge/graphql_limits.py``; what it may cost the
   engine, once it is known to be valid, too (``segmentation/graphql/cost.py``, refused with
   ``QUERY_TOO_COMPLEX``). Each client's mutations are rate-limited by what they cost, and its
-  uploads by their number (``config/rate_limits.py``): over a limit, a request is answered 429
+  uploads by their number (``edge/rate_limits.py``): over a limit, a request is answered 429
   ``RATE_LIMITED`` with ``Retry-After`` before it runs, and once a client is over its cost
   limit, before its body is even parsed. An error that says when to come back (the session's engine
   budget, ``RESOURCE_EXHAUSTED``) sets ``Retry-After`` too.
@@ -46,9 +46,9 @@ from graphql import (
     validate,
 )
 
-from config.client_address import client_address
-from config.graphql_limits import TOO_COMPLEX, graphql_size_errors, graphql_validation_rules
-from config.rate_limits import rate_limit_message, rate_limit_wait
+from core.client_address import client_address
+from edge.graphql_limits import TOO_COMPLEX, graphql_size_errors, graphql_validation_rules
+from edge.rate_limits import rate_limit_message, rate_limit_wait
 from segmentation.graphql.cost import OPENING_FIELDS, operation_cost, root_field_names
 
 VALIDATED_DOCUMENTS = 256

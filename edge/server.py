@@ -2,7 +2,7 @@
 
 daphne (Twisted) receives a whole request body, into memory or a temporary file, before the
 application sees any of it, so no code in the application can stop an oversized upload until
-all of it has arrived. Here the cap (:func:`config.body_limit.body_cap`, by the request's path)
+all of it has arrived. Here the cap (:func:`edge.body_limit.body_cap`, by the request's path)
 sits in daphne's request class instead: a declared ``Content-Length`` over it is answered as soon
 as the headers are in (and no ``100 Continue`` is sent), a body without one as soon as it grows
 past it. Nothing beyond the cap is kept.
@@ -26,7 +26,7 @@ Slow clients are timed out (:class:`HeadCappedChannel`): a head must arrive with
 ``SERVER_BODY_MIN_RATE`` bytes a second on average, else 408 and the connection closed.
 
 A request to upgrade to a WebSocket is admitted per client address first
-(:mod:`config.websocket_admission`), before daphne makes a WebSocket of it; past the limits it is
+(:mod:`edge.websocket_admission`), before daphne makes a WebSocket of it; past the limits it is
 answered 429.
 
 At start, a server that listens beyond this machine while no ``CHANNELS_ADMIN_TOKEN`` is set
@@ -37,7 +37,7 @@ loop ends: its upstream connection is hung up and, with several processes, its r
 given back, so another process takes the upstream over within a third of the key's expiry (its
 next look at the key) rather than when the key runs out.
 
-Run it as daphne, with daphne's options: ``python -m config.server -b HOST -p PORT
+Run it as daphne, with daphne's options: ``python -m edge.server -b HOST -p PORT
 config.asgi:application``.
 """
 
@@ -60,15 +60,15 @@ from django.conf import settings
 from twisted.internet import defer, reactor
 from twisted.web import http
 
-from config.body_limit import DrainPace, body_cap, body_refusal
-from config.websocket_admission import (
+from core.malloc import malloc_arenas_limit
+from edge.body_limit import DrainPace, body_cap, body_refusal
+from edge.websocket_admission import (
     is_upgrade,
     refusal_send,
     request_client,
     websocket_admission,
 )
-from config.websocket_close import EndpointCloseFactory
-from core.malloc import malloc_arenas_limit
+from edge.websocket_close import EndpointCloseFactory
 
 logger = logging.getLogger(__name__)
 

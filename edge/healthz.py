@@ -7,7 +7,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from config import __version__
+from edge import __version__
 from segmentation.services.engines import engine_describe
 
 

@@ -22,8 +22,8 @@ import requests
 from django.contrib.auth.models import User
 from django.test import Client
 
-from config.admin_login import password_checks
 from config.env import Rate
+from edge.admin_login import password_checks
 from tests.conftest import manage, project_env, running_server
 
 PASSWORD = "correct horse battery staple"

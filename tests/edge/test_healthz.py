@@ -5,7 +5,7 @@ from unittest import mock
 import pytest
 from django.db import OperationalError
 
-from config import __version__
+from edge import __version__
 from segmentation.engines.choice import EngineChoice
 
 CHOSEN = EngineChoice("classic", "", "no learned checkpoint in var/models")
@@ -34,7 +34,7 @@ def test_healthz_answers_503_when_the_database_is_unreachable(client, settings):
     settings.SEGMENTATION_ENGINE = "classic"
     settings.SEGMENTATION_ENGINE_CHOICE = CHOSEN
     failing_cursor = mock.patch(
-        "config.healthz.connection.cursor", side_effect=OperationalError("connection refused")
+        "edge.healthz.connection.cursor", side_effect=OperationalError("connection refused")
     )
 
     with failing_cursor:
