@@ -24,7 +24,7 @@ from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E4
 from core.backpressure import PacedStreams  # noqa: E402
 from edge.body_limit import RequestBodyLimit  # noqa: E402
 from edge.memory_return import MemoryReturn  # noqa: E402
-from edge.rate_limits import RateLimitGate  # noqa: E402
+from edge.rate_limit_gate import RateLimitGate  # noqa: E402
 from edge.static_files import StaticFiles  # noqa: E402
 from segmentation.services.engines import engine_announce, engine_get  # noqa: E402
 

@@ -152,7 +152,7 @@ GRAPHQL_INTROSPECTION = env_bool("GRAPHQL_INTROSPECTION", True)
 # What one request may cost the engine (segmentation/graphql/cost.py): each root field 1, each
 # engine call 4 more, each point 4, each frame it touches 8.
 GRAPHQL_MAX_COST = env_int("GRAPHQL_MAX_COST", 100, minimum=1)
-# Per-client limits (edge/rate_limits.py), "count/period" with s, m, h or d; empty or 0: none.
+# Per-client limits (core/rate_limits.py), "count/period" with s, m, h or d; empty or 0: none.
 # The cost limit counts what each mutation request costs (as GRAPHQL_MAX_COST reckons it, a click
 # 17, refused requests too), each propagation started (17) and the plain endpoints' work
 # (segmentation/graphql/cost.py: annotation files, exports, receipts); the uploads limit, every

@@ -45,8 +45,8 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
-from config.env import Rate
 from core.client_address import client_address
+from core.message_budget import Rate
 from core.turns import NoTurn, Turns
 
 logger = logging.getLogger(__name__)

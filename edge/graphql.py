@@ -13,7 +13,7 @@
 - What one request may ask for is limited: ``edge/graphql_limits.py``; what it may cost the
   engine, once it is known to be valid, too (``segmentation/graphql/cost.py``, refused with
   ``QUERY_TOO_COMPLEX``). Each client's mutations are rate-limited by what they cost, and its
-  uploads by their number (``edge/rate_limits.py``): over a limit, a request is answered 429
+  uploads by their number (``core/rate_limits.py``): over a limit, a request is answered 429
   ``RATE_LIMITED`` with ``Retry-After`` before it runs, and once a client is over its cost
   limit, before its body is even parsed. An error that says when to come back (the session's engine
   budget, ``RESOURCE_EXHAUSTED``) sets ``Retry-After`` too.
@@ -47,8 +47,8 @@ from graphql import (
 )
 
 from core.client_address import client_address
+from core.rate_limits import rate_limit_message, rate_limit_wait
 from edge.graphql_limits import TOO_COMPLEX, graphql_size_errors, graphql_validation_rules
-from edge.rate_limits import rate_limit_message, rate_limit_wait
 from segmentation.graphql.cost import OPENING_FIELDS, operation_cost, root_field_names
 
 VALIDATED_DOCUMENTS = 256

@@ -17,7 +17,7 @@ WebSocket is made: no handshake, no application, no close. A 1008 close instead 
 needed the whole handshake first, and a browser's page opened it, which the viewer page takes
 for a connection that worked.
 
-The answer goes out :data:`REFUSAL_DELAY_SEC` after the request, as ``edge/rate_limits.py``'s
+The answer goes out :data:`REFUSAL_DELAY_SEC` after the request, as ``edge/rate_limit_gate.py``'s
 gate does: a client that connects again as soon as it is answered then waits that long each
 time, a connection held idle meanwhile (Twisted reads no further request on it), so one that
 never honours ``Retry-After`` is held to a refusal a second per connection it opens at once.

@@ -50,8 +50,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from core.client_address import client_address
+from core.rate_limits import CostMeter, rate_limit_capped, rate_limit_refusal, rate_limit_wait
 from core.threads import Stopped, call_in_thread
-from edge.rate_limits import CostMeter, rate_limit_capped, rate_limit_refusal, rate_limit_wait
 from segmentation.annotation_json import annotations_bound, annotations_parse
 from segmentation.errors import ErrorCode, SegmentationError
 from segmentation.graphql.cost import (

@@ -19,7 +19,7 @@ clicks on a few frames. A request over it is refused before any of it runs.
 
 The plain endpoints are priced in the same units, for the per-client limit
 (``RATE_LIMIT_COST``), never per frame of a file alone (a video may have 86,400 frames) and never
-more for one request than half the limit's count (``edge/rate_limits.py``
+more for one request than half the limit's count (``core/rate_limits.py``
 ``rate_limit_capped``), so that one legitimate request, or one step of an import, always passes
 for a client otherwise idle in its window, while a flood of them is still held to the limit:
 

@@ -259,7 +259,7 @@ def test_a_right_password_within_the_limit_takes_no_place_under_it(login_server)
 
 
 CHECKED = re.compile(
-    r"^(\S+ \S+) INFO config\.admin_login: admin login: password checked in (\d+) ms", re.M
+    r"^(\S+ \S+) INFO edge\.admin_login: admin login: password checked in (\d+) ms", re.M
 )
 
 
