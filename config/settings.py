@@ -25,7 +25,6 @@ from config.env import (
     env_str,
     secret_key_load,
 )
-from segmentation.engines.choice import EngineChoice, cuda_available, engine_choose
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -178,37 +177,23 @@ GRAPHENE = {
 # Where `manage.py sam2_weights fetch` puts the official SAM 2 and EdgeTAM checkpoints, and where
 # SAM2_CHECKPOINT=tiny (a size, an official file's stem, or edgetam) finds them.
 SAM2_MODELS_DIR = Path(env_str("SAM2_MODELS_DIR", "") or VAR_DIR / "models").resolve()
-# The engine behind the segmentation API, and its options (checked at start-up). Unset: a learned
+# The engine behind the segmentation API, and its options (checked at start-up). Unset: "auto",
+# which the segmentation app resolves at start-up (segmentation/services/engines.py): a learned
 # checkpoint in the models folder that fits this machine, else classic (engines/choice.py).
-_ENGINE_SET = env_str("SEGMENTATION_ENGINE", "")
-SEGMENTATION_ENGINE_CHOICE = (
-    EngineChoice(_ENGINE_SET, "", "SEGMENTATION_ENGINE is set")
-    if _ENGINE_SET
-    else engine_choose(SAM2_MODELS_DIR, gpu=cuda_available)
-)
-SEGMENTATION_ENGINE = SEGMENTATION_ENGINE_CHOICE.engine
+SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "") or "auto"
 SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
-if SEGMENTATION_ENGINE == "sam2":
-    _chosen = SEGMENTATION_ENGINE_CHOICE.checkpoint
-    _chosen_checkpoint = {"checkpoint": _chosen} if _chosen else {}
-    # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_PRECISION, SAM2_COMPILE,
-    # SAM2_COMPILE_MODE;
-    # SEGMENTATION_ENGINE_OPTIONS wins.
-    SEGMENTATION_ENGINE_OPTIONS = {
-        "models_dir": str(SAM2_MODELS_DIR),
-        **_chosen_checkpoint,
-        **env_named_options(
-            {
-                "SAM2_CHECKPOINT": "checkpoint",
-                "SAM2_MODEL_SIZE": "model_size",
-                "SAM2_DEVICE": "device",
-                "SAM2_PRECISION": "precision",
-                "SAM2_COMPILE": "compile",
-                "SAM2_COMPILE_MODE": "compile_mode",
-            }
-        ),
-        **SEGMENTATION_ENGINE_OPTIONS,
+# With the sam2 engine (set, or chosen), its options from their own variables, after the models
+# folder and the checkpoint chosen; SEGMENTATION_ENGINE_OPTIONS wins.
+SAM2_ENGINE_OPTIONS = env_named_options(
+    {
+        "SAM2_CHECKPOINT": "checkpoint",
+        "SAM2_MODEL_SIZE": "model_size",
+        "SAM2_DEVICE": "device",
+        "SAM2_PRECISION": "precision",
+        "SAM2_COMPILE": "compile",
+        "SAM2_COMPILE_MODE": "compile_mode",
     }
+)
 # The video `defaultVideo` answers with; unset: one drawn at set-up (gallery/default.mp4).
 DEFAULT_VIDEO_PATH = env_str("DEFAULT_VIDEO_PATH", "")
 # Stored videos are H.264 MP4 at 24 fps with their longest side at most this.

@@ -1,26 +1,20 @@
-"""``GET /healthz``: liveness and database reachability for probes and load balancers."""
+"""``GET /healthz``: liveness and database reachability for probes and load balancers, with the
+fields the apps register (core/edge_registry.py: the segmentation engine, what answers, and why
+it was chosen)."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from core.edge_registry import health_fields
 from edge import __version__
-from segmentation.services.engines import engine_describe
 
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    body = {
-        "status": "ok",
-        "version": __version__,
-        "engine": settings.SEGMENTATION_ENGINE,
-        # what answers and why: "EdgeTAM on cpu (bfloat16)", "edgetam.pt in var/models"
-        "engine_model": engine_describe(),
-        "engine_chosen_because": settings.SEGMENTATION_ENGINE_CHOICE.reason,
-    }
+    body = {"status": "ok", "version": __version__, **health_fields()}
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")

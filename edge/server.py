@@ -60,6 +60,7 @@ from django.conf import settings
 from twisted.internet import defer, reactor
 from twisted.web import http
 
+from core.edge_registry import shutdown_hooks
 from core.malloc import malloc_arenas_limit
 from edge.body_limit import DrainPace, body_cap, body_refusal
 from edge.websocket_admission import (
@@ -80,8 +81,9 @@ LINGER_SEC = 30
 REFUSED_READ_BYTES = 2**18
 # How long a connection timed out may take to close before it is cut.
 CLOSE_SEC = 5
-# The longest the hub may take to close at shutdown (an unreachable Redis, say).
-SHUTDOWN_HUB_SEC = 5
+# The longest the apps' shutdown hooks may take at shutdown (the hub's, with an unreachable Redis,
+# say).
+SHUTDOWN_HOOKS_SEC = 5
 
 
 @functools.cache
@@ -486,10 +488,13 @@ class CappedHTTPFactory(HTTPFactory):
         return protocol
 
 
-def _hub_closed() -> defer.Deferred:
-    from channels_admin.services.stream import stream_hub_shutdown
+def _apps_shut_down() -> defer.Deferred:
+    """The apps' shutdown hooks (core/edge_registry.py: the channel hub's), awaited together."""
 
-    closing = asyncio.wait_for(stream_hub_shutdown(), SHUTDOWN_HUB_SEC)
+    async def hooks_run() -> None:
+        await asyncio.gather(*(hook() for hook in shutdown_hooks()))
+
+    closing = asyncio.wait_for(hooks_run(), SHUTDOWN_HOOKS_SEC)
     return defer.Deferred.fromFuture(asyncio.ensure_future(closing))
 
 
@@ -525,7 +530,7 @@ def main() -> None:
     # (core/malloc.py), rather than one for each thread that an export or import runs in.
     malloc_arenas_limit(arenas=1)
     _warn_of_listening(sys.argv[1:])
-    reactor.addSystemEventTrigger("before", "shutdown", _hub_closed)
+    reactor.addSystemEventTrigger("before", "shutdown", _apps_shut_down)
     # daphne builds its HTTP factory from this module-level name, and has no other way to be
     # given a request class.
     daphne.server.HTTPFactory = CappedHTTPFactory

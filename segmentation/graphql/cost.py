@@ -87,6 +87,7 @@ ENGINE_FIELDS = frozenset({"addPoints", "clearPointsInFrame", "removeObject"})
 OPENING_FIELDS = frozenset(
     {"startSession", "uploadVideo", "uploadSharedVideo", "uploadAnnotations"}
 )
+UPLOAD_FIELDS = OPENING_FIELDS - {"startSession"}
 
 
 def operation_cost(
@@ -168,6 +169,11 @@ def root_field_names(document: DocumentNode, operation_name: str | None) -> list
         field.name.value
         for field in _root_fields(operation.selection_set, _fragments(document), set())
     ]
+
+
+def operation_uploads(document: DocumentNode, operation_name: str | None) -> bool:
+    """Whether the operation uploads a video or annotations (``RATE_LIMIT_UPLOADS`` counts it)."""
+    return bool(UPLOAD_FIELDS.intersection(root_field_names(document, operation_name)))
 
 
 def _fragments(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:

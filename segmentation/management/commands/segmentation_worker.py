@@ -29,7 +29,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.malloc import malloc_arenas_limit
-from segmentation.services.engines import engine_get
+from segmentation.services.engines import engine_chosen, engine_get
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from segmentation.workers.worker import WorkerConsumer, WorkerRuntime
 
@@ -54,7 +54,7 @@ class Command(BaseCommand):
         try:
             info = worker_info_new(
                 name=str(options["name"]),
-                engine=settings.SEGMENTATION_ENGINE,
+                engine=engine_chosen().engine,
                 device=str(getattr(engine, "device", "cpu")),
                 capacity=settings.MAX_SESSIONS,
             )
