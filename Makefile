@@ -44,9 +44,11 @@ test-postgres: $(VENV)/.dev-installed vendor/.fetched
 		echo "test-postgres skipped: PostgreSQL is not reachable at $(TEST_POSTGRES_URL)"; \
 	fi
 
+# ruff, then the import contracts of pyproject.toml (the layers; docs/architecture.md).
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: $(VENV)/.dev-installed
 	$(BIN)/ruff check --fix .
