@@ -21,7 +21,7 @@ run: prepare
 	@echo "  Health                    $(URL)/healthz"
 	@echo "  Django admin              $(URL)/admin/  (make a login: $(BIN)/python manage.py createsuperuser)"
 	@echo
-	$(BIN)/python -m config.server --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
+	$(BIN)/python -m edge.server --bind $(LISTEN_ADDR) --port $(LISTEN_PORT) config.asgi:application
 
 # The test process's own engine is classic whatever var/models holds (servers the tests start
 # choose from their own folders). Most tests wait on servers, browsers and sockets: three
@@ -44,9 +44,11 @@ test-postgres: $(VENV)/.dev-installed vendor/.fetched
 		echo "test-postgres skipped: PostgreSQL is not reachable at $(TEST_POSTGRES_URL)"; \
 	fi
 
+# ruff, then the import contracts of pyproject.toml (the layers; docs/architecture.md).
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: $(VENV)/.dev-installed
 	$(BIN)/ruff check --fix .

@@ -249,7 +249,7 @@ def wait_for(pattern: str, log: Path, timeout: float = 60) -> re.Match[str]:
 def daphne(app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen, int]:
     # The project runs on its own server module (daphne with capped request bodies), as `make
     # run` starts it; the bare broadcaster on plain daphne.
-    server = "config.server" if app == PROJECT_APP else "daphne"
+    server = "edge.server" if app == PROJECT_APP else "daphne"
     process = start(
         [sys.executable, "-m", server, "-e", "tcp:0:interface=127.0.0.1:backlog=2048", app],
         env,

@@ -49,7 +49,7 @@ from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
 from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks  # noqa: E402
 from channels_admin.streaming.ts_scan import ProgramScanner  # noqa: E402
-from tests.config.test_hls_cache import configuration  # noqa: E402
+from tests.system.test_hls_cache import configuration  # noqa: E402
 
 OPTIONS = PatternOptions(width=320, height=180, fps=25, video_bitrate=300_000, gop_seconds=1.0)
 SEGMENT = re.compile(r"^(seg-[0-9a-f]{8}-\d+\.ts)$", re.MULTILINE)

@@ -67,7 +67,7 @@ def served(*, workers: int = 0, **env_overrides: str) -> Iterator[Served]:
             for number in range(workers):
                 _wait_for("segmentation worker", Path(work) / f"worker{number}.log")
             log = Path(work) / "daphne.log"
-            server = _start(["-m", "config.server", "-p", "0", "config.asgi:application"], env, log)
+            server = _start(["-m", "edge.server", "-p", "0", "config.asgi:application"], env, log)
             started.append(server)
             workers_started = tuple(process.pid for process in started[:-1])
             yield Served(_base_url(log), Path(work), server.pid, workers_started)

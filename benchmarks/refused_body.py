@@ -1,7 +1,7 @@
 """What a body refused at its head (413 from its ``Content-Length``) costs the server: it is still
 read and dropped until the client has sent it, so that the client reads the answer rather than a
-reset (``config/server.py``, ``REFUSED_READ_BYTES``), all of them together at most
-``SERVER_REFUSED_DRAIN_MB`` a second (``config/body_limit.py``).
+reset (``edge/server.py``, ``REFUSED_READ_BYTES``), all of them together at most
+``SERVER_REFUSED_DRAIN_MB`` a second (``edge/body_limit.py``).
 
     .venv/bin/python benchmarks/refused_body.py [--posts 20] [--mb 70]
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 
-from config.client_address import came_through_proxy, peer_is_loopback
+from core.client_address import came_through_proxy, peer_is_loopback
 
 
 class Denied(enum.Enum):

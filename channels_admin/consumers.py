@@ -20,8 +20,8 @@ from channels_admin.selectors import hls_playlist, hls_segment, viewer_counts, v
 from channels_admin.services.demo_streams import DemoStream, demo_stream_start, demo_stream_stop
 from channels_admin.services.status import STATUS_GROUP
 from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
-from config.client_address import address_of
 from core.backpressure import WriteGate
+from core.client_address import address_of
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ class DemoChannelConsumer(StreamingConsumer):
 
 
 def scope_client(scope: dict) -> str:
-    """The client's address (``config/client_address.py``) from an ASGI scope."""
+    """The client's address (``core/client_address.py``) from an ASGI scope."""
     peer = (scope.get("client") or ("",))[0]
     forwarded_for = b",".join(
         value for name, value in scope.get("headers", ()) if name == b"x-forwarded-for"
@@ -273,7 +273,7 @@ class StatusConsumer(AsyncJsonWebsocketConsumer):
     A client may send ``{"type": "refresh"}`` to get the status (with the current channel's
     playlist details) again; the viewer page does so hourly. Past ``WEBSOCKET_MESSAGE_BUDGET``
     the server closes the connection with 1008 before the message reaches this consumer
-    (``config/websocket_close.py``)."""
+    (``edge/websocket_close.py``)."""
 
     async def connect(self) -> None:
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)

@@ -1,5 +1,3 @@
-"""Project configuration: settings, URL and ASGI routing, and the root GraphQL schema."""
+"""Project configuration: settings, URL and ASGI routing."""
 
 from __future__ import annotations
-
-__version__ = "0.1.0"

@@ -6,7 +6,7 @@ import gc
 import os
 import re
 
-from config.django_handler import django_asgi_application
+from edge.django_handler import django_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -21,11 +21,11 @@ from django.urls import re_path  # noqa: E402
 
 from channels_admin import routing as channels_admin_routing  # noqa: E402
 from channels_admin.services.playlists import playlist_ensure_loaded  # noqa: E402
-from config.body_limit import RequestBodyLimit  # noqa: E402
-from config.memory_return import MemoryReturn  # noqa: E402
-from config.rate_limits import RateLimitGate  # noqa: E402
-from config.static_files import StaticFiles  # noqa: E402
 from core.backpressure import PacedStreams  # noqa: E402
+from edge.body_limit import RequestBodyLimit  # noqa: E402
+from edge.memory_return import MemoryReturn  # noqa: E402
+from edge.rate_limit_gate import RateLimitGate  # noqa: E402
+from edge.static_files import StaticFiles  # noqa: E402
 from segmentation.services.engines import engine_announce, engine_get  # noqa: E402
 
 http_application = MemoryReturn(

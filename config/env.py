@@ -173,7 +173,7 @@ def channel_layers_config(redis_url: str) -> dict[str, Any]:
     host = {"address": redis_url, "socket_timeout": 15}
     return {
         "default": {
-            "BACKEND": "config.channel_layer.OneTripRedisChannelLayer",
+            "BACKEND": "edge.channel_layer.OneTripRedisChannelLayer",
             "CONFIG": {"hosts": [host], "channel_capacity": {"segmentation.*": 1000}},
         }
     }

@@ -25,7 +25,6 @@ from config.env import (
     env_str,
     secret_key_load,
 )
-from segmentation.engines.choice import EngineChoice, cuda_available, engine_choose
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -35,7 +34,7 @@ SECRET_KEY = secret_key_load(path=VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Proxies whose X-Forwarded-For names the client (addresses or networks); the client's address
-# keys the per-client limits (config/client_address.py). Only this machine by default.
+# keys the per-client limits (core/client_address.py). Only this machine by default.
 TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", ["127.0.0.1", "::1"])
 for _proxy in TRUSTED_PROXIES:
     try:
@@ -64,7 +63,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "corsheaders.middleware.CorsMiddleware",
-    "config.cross_site.CrossSiteRefusal",
+    "edge.cross_site.CrossSiteRefusal",
     "core.server_timing.ServerTimingMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -142,7 +141,7 @@ CORS_EXPOSE_HEADERS = ["Server-Timing"]
 # The channel admin API is never for other origins.
 CORS_URLS_REGEX = r"^(?!/api/admin/).*$"
 
-# Limits on one GraphQL request (config/graphql_limits.py); introspection off hides the schema
+# Limits on one GraphQL request (edge/graphql_limits.py); introspection off hides the schema
 # from clients (and from GraphiQL).
 GRAPHQL_MAX_DEPTH = env_int("GRAPHQL_MAX_DEPTH", 10, minimum=1)
 GRAPHQL_MAX_FIELDS = env_int("GRAPHQL_MAX_FIELDS", 300, minimum=1)
@@ -152,25 +151,25 @@ GRAPHQL_INTROSPECTION = env_bool("GRAPHQL_INTROSPECTION", True)
 # What one request may cost the engine (segmentation/graphql/cost.py): each root field 1, each
 # engine call 4 more, each point 4, each frame it touches 8.
 GRAPHQL_MAX_COST = env_int("GRAPHQL_MAX_COST", 100, minimum=1)
-# Per-client limits (config/rate_limits.py), "count/period" with s, m, h or d; empty or 0: none.
+# Per-client limits (core/rate_limits.py), "count/period" with s, m, h or d; empty or 0: none.
 # The cost limit counts what each mutation request costs (as GRAPHQL_MAX_COST reckons it, a click
 # 17, refused requests too), each propagation started (17) and the plain endpoints' work
 # (segmentation/graphql/cost.py: annotation files, exports, receipts); the uploads limit, every
 # request that uploads a video or annotations.
 RATE_LIMIT_COST = env_rate("RATE_LIMIT_COST", "3000/m")
 RATE_LIMIT_UPLOADS = env_rate("RATE_LIMIT_UPLOADS", "60/h")
-# Messages one WebSocket connection may send (taken by config/websocket_close.py): a bucket of
+# Messages one WebSocket connection may send (taken by edge/websocket_close.py): a bucket of
 # count, refilled at count per period; past it the connection is closed with 1008. Empty or 0:
 # none.
 WEBSOCKET_MESSAGE_BUDGET = env_rate("WEBSOCKET_MESSAGE_BUDGET", "10/m")
 # New WebSocket connections one client address may open (taken by the server at the upgrade,
-# config/websocket_admission.py): a burst of count, earned back at count per period; and how many
+# edge/websocket_admission.py): a burst of count, earned back at count per period; and how many
 # it may hold open at once. Past either, 429 with Retry-After. Empty or 0: none.
 WEBSOCKET_CONNECTS_PER_CLIENT = env_rate("WEBSOCKET_CONNECTS_PER_CLIENT", "30/m")
 WEBSOCKET_OPEN_PER_CLIENT = env_int("WEBSOCKET_OPEN_PER_CLIENT", 30, minimum=0)
 
 GRAPHENE = {
-    "SCHEMA": "config.schema.schema",
+    "SCHEMA": "edge.schema.schema",
     # `manage.py graphql_schema` rewrites the committed SDL; a test fails when they drift.
     "SCHEMA_OUTPUT": str(BASE_DIR / "schema.graphql"),
 }
@@ -178,42 +177,28 @@ GRAPHENE = {
 # Where `manage.py sam2_weights fetch` puts the official SAM 2 and EdgeTAM checkpoints, and where
 # SAM2_CHECKPOINT=tiny (a size, an official file's stem, or edgetam) finds them.
 SAM2_MODELS_DIR = Path(env_str("SAM2_MODELS_DIR", "") or VAR_DIR / "models").resolve()
-# The engine behind the segmentation API, and its options (checked at start-up). Unset: a learned
+# The engine behind the segmentation API, and its options (checked at start-up). Unset: "auto",
+# which the segmentation app resolves at start-up (segmentation/services/engines.py): a learned
 # checkpoint in the models folder that fits this machine, else classic (engines/choice.py).
-_ENGINE_SET = env_str("SEGMENTATION_ENGINE", "")
-SEGMENTATION_ENGINE_CHOICE = (
-    EngineChoice(_ENGINE_SET, "", "SEGMENTATION_ENGINE is set")
-    if _ENGINE_SET
-    else engine_choose(SAM2_MODELS_DIR, gpu=cuda_available)
-)
-SEGMENTATION_ENGINE = SEGMENTATION_ENGINE_CHOICE.engine
+SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "") or "auto"
 SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
-if SEGMENTATION_ENGINE == "sam2":
-    _chosen = SEGMENTATION_ENGINE_CHOICE.checkpoint
-    _chosen_checkpoint = {"checkpoint": _chosen} if _chosen else {}
-    # SAM2_CHECKPOINT, SAM2_MODEL_SIZE, SAM2_DEVICE, SAM2_PRECISION, SAM2_COMPILE,
-    # SAM2_COMPILE_MODE;
-    # SEGMENTATION_ENGINE_OPTIONS wins.
-    SEGMENTATION_ENGINE_OPTIONS = {
-        "models_dir": str(SAM2_MODELS_DIR),
-        **_chosen_checkpoint,
-        **env_named_options(
-            {
-                "SAM2_CHECKPOINT": "checkpoint",
-                "SAM2_MODEL_SIZE": "model_size",
-                "SAM2_DEVICE": "device",
-                "SAM2_PRECISION": "precision",
-                "SAM2_COMPILE": "compile",
-                "SAM2_COMPILE_MODE": "compile_mode",
-            }
-        ),
-        **SEGMENTATION_ENGINE_OPTIONS,
+# With the sam2 engine (set, or chosen), its options from their own variables, after the models
+# folder and the checkpoint chosen; SEGMENTATION_ENGINE_OPTIONS wins.
+SAM2_ENGINE_OPTIONS = env_named_options(
+    {
+        "SAM2_CHECKPOINT": "checkpoint",
+        "SAM2_MODEL_SIZE": "model_size",
+        "SAM2_DEVICE": "device",
+        "SAM2_PRECISION": "precision",
+        "SAM2_COMPILE": "compile",
+        "SAM2_COMPILE_MODE": "compile_mode",
     }
+)
 # The video `defaultVideo` answers with; unset: one drawn at set-up (gallery/default.mp4).
 DEFAULT_VIDEO_PATH = env_str("DEFAULT_VIDEO_PATH", "")
 # Stored videos are H.264 MP4 at 24 fps with their longest side at most this.
 MAX_VIDEO_SIDE = env_int("MAX_VIDEO_SIDE", 1280, minimum=64)
-# Slow clients (config/server.py): a request's head must arrive whole within this many seconds
+# Slow clients (edge/server.py): a request's head must arrive whole within this many seconds
 # of the connection's start or the previous answer's end (an idle connection is closed then); a
 # body must bring a byte every SERVER_BODY_IDLE_SEC and, after its first SERVER_BODY_IDLE_SEC,
 # average SERVER_BODY_MIN_RATE bytes a second (0: no minimum); past either, 408 and closed.
@@ -221,7 +206,7 @@ SERVER_HEAD_TIMEOUT_SEC = env_int("SERVER_HEAD_TIMEOUT_SEC", 10, minimum=1)
 SERVER_BODY_IDLE_SEC = env_int("SERVER_BODY_IDLE_SEC", 10, minimum=1)
 SERVER_BODY_MIN_RATE = env_int("SERVER_BODY_MIN_RATE", 1024, minimum=0)
 # Bodies refused at their head are still read and dropped (so that the client reads the answer),
-# all of them together at most this many MB a second (config/body_limit.py).
+# all of them together at most this many MB a second (edge/body_limit.py).
 SERVER_REFUSED_DRAIN_MB = env_int("SERVER_REFUSED_DRAIN_MB", 16, minimum=1)
 # Uploads: refused while arriving past this size; videos cut to this many seconds.
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 70, minimum=1) * 1024 * 1024
@@ -253,7 +238,7 @@ TERMS_OF_SERVICE_VERSION = env_str("TERMS_OF_SERVICE_VERSION", "2024-07-29")
 # A browser's cookie session (a client's deletion ID, a staff login) expires this long after its
 # last change; `manage.py purge_expired` then deletes it, and its deletion IDs if they own nothing.
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_DAYS", 14, minimum=1) * 24 * 3600
-# Failed logins to /admin/ (config/admin_login.py), "count/period" with s, m, h or d: the first
+# Failed logins to /admin/ (edge/admin_login.py), "count/period" with s, m, h or d: the first
 # failure opens a period, and past count failures in it logins from that client address, or for
 # that username, wait for its end; empty or 0: no limit.
 ADMIN_LOGIN_FAILURES_PER_ADDRESS = env_rate("ADMIN_LOGIN_FAILURES_PER_ADDRESS", "10/h")
@@ -264,7 +249,7 @@ ADMIN_LOGIN_PARALLEL_CHECKS = env_int("ADMIN_LOGIN_PARALLEL_CHECKS", 1, minimum=
 ADMIN_LOGIN_QUEUED_CHECKS = env_int("ADMIN_LOGIN_QUEUED_CHECKS", 16, minimum=0)
 SESSION_IDLE_TIMEOUT_SEC = env_int("SESSION_IDLE_TIMEOUT_SEC", 900, minimum=1)
 MAX_SESSIONS = env_int("MAX_SESSIONS", 32, minimum=1)
-# Sessions one client (its address, config/client_address.py) may hold at once; 0: no cap.
+# Sessions one client (its address, core/client_address.py) may hold at once; 0: no cap.
 MAX_SESSIONS_PER_CLIENT = env_int("MAX_SESSIONS_PER_CLIENT", 8, minimum=0)
 # Engine time a session's prompts may take (segmentation/services/engine_budget.py): bursts of
 # this many seconds, refilled at this share of a core; 0 in either turns the budget off.
@@ -361,8 +346,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # A suspicious request (config/log_lines.py) is one line, without its traceback.
-    "filters": {"suspicious_in_one_line": {"()": "config.log_lines.SuspiciousInOneLine"}},
+    # A suspicious request (edge/log_lines.py) is one line, without its traceback.
+    "filters": {"suspicious_in_one_line": {"()": "edge.log_lines.SuspiciousInOneLine"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",

@@ -6,11 +6,11 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
-from config.admin_login import ThrottledLoginForm, admin_login
-from config.docs_pages import docs_index, docs_missing, docs_page, docs_page_unsuffixed
-from config.favicon import favicon_ico, favicon_svg
-from config.graphql import ApiView
-from config.healthz import healthz
+from edge.admin_login import ThrottledLoginForm, admin_login
+from edge.docs_pages import docs_index, docs_missing, docs_page, docs_page_unsuffixed
+from edge.favicon import favicon_ico, favicon_svg
+from edge.graphql import ApiView
+from edge.healthz import healthz
 from segmentation.admin import sessions_admin
 
 admin.site.login_form = ThrottledLoginForm

@@ -3,7 +3,7 @@
 Without one, a client could send messages as fast as its socket allows, and each cost the
 server a handler's work: three connections sending ``{"type": "refresh"}`` to the status feed
 held every other request of the process back by 24 s (issue 47). The server takes the budget
-(``config/websocket_close.py``) as each frame is decoded, before the application sees it: taken
+(``edge/websocket_close.py``) as each frame is decoded, before the application sees it: taken
 in the consumer, behind daphne's queue of decoded frames, the close waited behind the backlog
 of a fast flood, which was never closed.
 """

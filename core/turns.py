@@ -1,7 +1,7 @@
 """Turns at work that takes a core for a while: a few at a time, a bounded line of waiters in the
 order they came, and a refusal, with the seconds to wait, past it.
 
-Made for the admin's password checks (``config/admin_login.py``), which run outside the
+Made for the admin's password checks (``edge/admin_login.py``), which run outside the
 interpreter's lock, each taking a core for about 0.3 s: run all at once, a burst of them left the
 event loop a small share of the cores, and every other request waited with it (issue 47). The
 uploads' decoding takes its turns here too (``segmentation/services/transcode_slots.py``).

@@ -63,7 +63,7 @@ def annotations_too_large(
     *, size: int, max_bytes: int, label: str = "the annotation file"
 ) -> UploadTooLarge:
     """The refusal of an annotation file of ``size`` bytes, over ``max_bytes``: here, and at the
-    server when the file is longer than its path's body cap (``config/body_limit.py``)."""
+    server when the file is longer than its path's body cap (``edge/body_limit.py``)."""
     return UploadTooLarge(
         f"{label} is {_megabytes(size)}, over the limit of {_megabytes(max_bytes)} "
         "(MAX_ANNOTATIONS_MB)"

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from core.edge_registry import GraphQLCost, graphql_cost_register, health_fields_register
 
 
 class SegmentationConfig(AppConfig):
@@ -10,13 +11,25 @@ class SegmentationConfig(AppConfig):
     verbose_name = "Video segmentation"
 
     def ready(self) -> None:
-        # A bad engine name or option stops start-up here, not at the first click.
         from segmentation.engines import EngineConfigError, engine_options
+        from segmentation.graphql.cost import operation_cost, operation_uploads
+        from segmentation.services.engines import (
+            engine_chosen,
+            engine_chosen_options,
+            engine_health,
+        )
 
+        # The engine is chosen here (SEGMENTATION_ENGINE, or with "auto" from the models
+        # folder), and a bad engine name or option stops start-up here, not at the first click.
+        engine = engine_chosen().engine
         try:
-            engine_options(settings.SEGMENTATION_ENGINE, settings.SEGMENTATION_ENGINE_OPTIONS)
+            engine_options(engine, engine_chosen_options())
         except EngineConfigError as error:
             raise ImproperlyConfigured(
-                f"SEGMENTATION_ENGINE={settings.SEGMENTATION_ENGINE!r} "
+                f"SEGMENTATION_ENGINE={engine!r} "
                 f"(options from SEGMENTATION_ENGINE_OPTIONS): {error}"
             ) from None
+        # What the HTTP edge needs from this app: what a GraphQL operation costs the engine, and
+        # the engine's fields of /healthz.
+        graphql_cost_register(GraphQLCost(cost=operation_cost, uploads=operation_uploads))
+        health_fields_register(app=self.label, fields=engine_health)

@@ -49,8 +49,8 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
-from config.client_address import client_address
-from config.rate_limits import CostMeter, rate_limit_capped, rate_limit_refusal, rate_limit_wait
+from core.client_address import client_address
+from core.rate_limits import CostMeter, rate_limit_capped, rate_limit_refusal, rate_limit_wait
 from core.threads import Stopped, call_in_thread
 from segmentation.annotation_json import annotations_bound, annotations_parse
 from segmentation.errors import ErrorCode, SegmentationError

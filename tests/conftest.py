@@ -22,7 +22,7 @@ import requests
 from tests.background_evaluations import Evaluations
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER_COMMAND = [sys.executable, "-m", "config.server"]
+SERVER_COMMAND = [sys.executable, "-m", "edge.server"]
 # A bound, not a measure: a server loading a SAM 2 checkpoint on a 2-core machine shared with
 # other test runs took over 30 s to start (alone it starts in a few seconds).
 STARTUP_TIMEOUT_SEC = 90
@@ -169,7 +169,7 @@ def server_pid(server: str) -> int:
                 arguments = cmdline.read().split(b"\0")
         except OSError:
             continue
-        if b"config.server" in arguments and port.encode() in arguments:
+        if b"edge.server" in arguments and port.encode() in arguments:
             return int(entry)
     raise AssertionError(f"no server process listens at {server}")
 

@@ -1,7 +1,7 @@
 """What one GraphQL request would cost the engine, reckoned from the document and its variables
 before anything runs.
 
-The size limits (config/graphql_limits.py) count fields; they cannot see that one ``addPoints``
+The size limits (edge/graphql_limits.py) count fields; they cannot see that one ``addPoints``
 with a hundred points in its variables takes the engine seconds, or that ten of them under
 aliases on ten frames take ten times that. The cost counts what the engine's time grows with:
 
@@ -19,7 +19,7 @@ clicks on a few frames. A request over it is refused before any of it runs.
 
 The plain endpoints are priced in the same units, for the per-client limit
 (``RATE_LIMIT_COST``), never per frame of a file alone (a video may have 86,400 frames) and never
-more for one request than half the limit's count (``config/rate_limits.py``
+more for one request than half the limit's count (``core/rate_limits.py``
 ``rate_limit_capped``), so that one legitimate request, or one step of an import, always passes
 for a client otherwise idle in its window, while a flood of them is still held to the limit:
 
@@ -87,6 +87,7 @@ ENGINE_FIELDS = frozenset({"addPoints", "clearPointsInFrame", "removeObject"})
 OPENING_FIELDS = frozenset(
     {"startSession", "uploadVideo", "uploadSharedVideo", "uploadAnnotations"}
 )
+UPLOAD_FIELDS = OPENING_FIELDS - {"startSession"}
 
 
 def operation_cost(
@@ -168,6 +169,11 @@ def root_field_names(document: DocumentNode, operation_name: str | None) -> list
         field.name.value
         for field in _root_fields(operation.selection_set, _fragments(document), set())
     ]
+
+
+def operation_uploads(document: DocumentNode, operation_name: str | None) -> bool:
+    """Whether the operation uploads a video or annotations (``RATE_LIMIT_UPLOADS`` counts it)."""
+    return bool(UPLOAD_FIELDS.intersection(root_field_names(document, operation_name)))
 
 
 def _fragments(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:

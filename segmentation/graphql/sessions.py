@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import graphene
 
-from config.client_address import client_address
+from core.client_address import client_address
 from core.server_timing import server_timing_add
 from segmentation.services import sessions as services
 from segmentation.services.session_types import Clicks, FrameMasks

@@ -124,7 +124,7 @@ class HeldSession:
     """A live session, as the admin's view of who holds what shows it."""
 
     session_id: str
-    client: str  # the address that opened it (config/client_address.py)
+    client: str  # the address that opened it (core/client_address.py)
     video_path: str
     age_sec: float  # since it opened
     idle_sec: float  # since its last operation

@@ -80,7 +80,7 @@ def session_host() -> SessionHost:
 
 def session_start(*, path: str, client: str) -> str:
     """A new session on the library's video at ``path`` for ``client`` (its address, as
-    ``config/client_address.py`` tells it), within its ``MAX_SESSIONS_PER_CLIENT``; its ID."""
+    ``core/client_address.py`` tells it), within its ``MAX_SESSIONS_PER_CLIENT``; its ID."""
     video = video_get(path=path)
     return session_host().open(
         video_path=video.path, file=str(media_path(video.path)), client=client

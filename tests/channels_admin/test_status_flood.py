@@ -294,7 +294,7 @@ def test_a_flood_that_never_waits_is_closed_at_once_and_leaves_the_server_idle(s
 
 # An address of its own for each connection of flood_again (behind the trusted proxy): one
 # address connecting again and again is refused past WEBSOCKET_CONNECTS_PER_CLIENT
-# (tests/config/test_websocket_admission.py); the consumers closed under are the point here.
+# (tests/edge/test_websocket_admission.py); the consumers closed under are the point here.
 ADDRESSES = (f"2001:db8::{number:x}" for number in itertools.count(1))
 
 

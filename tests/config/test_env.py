@@ -71,7 +71,7 @@ def test_channel_layer_is_in_memory_without_redis_url():
 def test_channel_layer_is_redis_with_redis_url():
     assert channel_layers_config("redis://127.0.0.1:6379/2") == {
         "default": {
-            "BACKEND": "config.channel_layer.OneTripRedisChannelLayer",
+            "BACKEND": "edge.channel_layer.OneTripRedisChannelLayer",
             "CONFIG": {
                 "hosts": [{"address": "redis://127.0.0.1:6379/2", "socket_timeout": 15}],
                 "channel_capacity": {"segmentation.*": 1000},

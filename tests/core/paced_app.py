@@ -1,4 +1,4 @@
-"""An ASGI app for tests/config/test_backpressure.py, served by daphne: ``/paced`` and
+"""An ASGI app for tests/core/test_backpressure.py, served by daphne: ``/paced`` and
 ``/unpaced`` stream CHUNKS parts of CHUNK_BYTES, each made when the app is asked for it;
 ``/made`` answers how many parts have been made so far."""
 

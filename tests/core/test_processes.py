@@ -175,7 +175,16 @@ def test_an_exports_child_imports_no_database_engine_or_server(pool):
     loaded = pool.call(
         modules_loaded,
         stop=stop,
-        prefixes=("django.db", "django.apps", "config", "torch", "channels", "graphene", "daphne"),
+        prefixes=(
+            "django.db",
+            "django.apps",
+            "config",
+            "edge",
+            "torch",
+            "channels",
+            "graphene",
+            "daphne",
+        ),
     )
     assert loaded == []
 

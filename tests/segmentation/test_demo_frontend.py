@@ -15,11 +15,11 @@ import requests
 
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
-from tests.config.test_scale_out import needs_redis
 from tests.conftest import manage, migrated, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_propagation_stream import parts
 from tests.segmentation.test_workers import worker_running, worker_settings
+from tests.system.test_scale_out import needs_redis
 
 ORIGIN = "http://localhost:7262"
 VIDEO_FIELDS = "id path posterPath url posterUrl height width"

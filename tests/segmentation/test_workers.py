@@ -23,7 +23,6 @@ import requests
 from segmentation.errors import TooManySessions
 from segmentation.workers.client import WorkerClient
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
-from tests.config.test_scale_out import REDIS_URL, needs_redis
 from tests.conftest import ROOT, manage, migrated, project_env, running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_propagation_stream import (
@@ -34,6 +33,7 @@ from tests.segmentation.test_propagation_stream import (
     propagate,
     start_session,
 )
+from tests.system.test_scale_out import REDIS_URL, needs_redis
 
 pytestmark = needs_redis
 

@@ -243,7 +243,7 @@ function connectFeed(retryMs = FEED_RETRY_MIN_MS) {
     feed = "closed";
     render();
     // Refused (the server answers 429 to an address with too many connections, and the socket
-    // closes before it opens: config/websocket_admission.py) or closed soon after it opened,
+    // closes before it opens: edge/websocket_admission.py) or closed soon after it opened,
     // the page waits twice as long each time, up to FEED_RETRY_MAX_MS. Each wait is between
     // half and all of that, so that pages refused together do not all come back together.
     if (openedAt !== null && performance.now() - openedAt >= FEED_LASTED_MS) {

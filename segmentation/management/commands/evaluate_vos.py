@@ -30,6 +30,7 @@ from segmentation.evaluation.runner import (
     interactive_sequence,
     score_mean,
 )
+from segmentation.services.engines import engine_chosen
 
 PROTOCOLS = ("clicks", "first-mask", "corrections")
 
@@ -77,7 +78,7 @@ class Command(BaseCommand):
         parser.add_argument("--dump-masks", type=Path, help="write the masks here as PNGs")
 
     def handle(self, *args: object, **options: object) -> None:
-        name = options["engine"] or settings.SEGMENTATION_ENGINE
+        name = options["engine"] or engine_chosen().engine
         raw_options = _key_values(options["option"])
         if name == "sam2":  # checkpoint=base_plus: the official file in the models folder
             raw_options.setdefault("models_dir", str(settings.SAM2_MODELS_DIR))

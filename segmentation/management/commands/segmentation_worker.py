@@ -7,7 +7,7 @@ of ``SEGMENTATION_WORKER_TTL_SEC``, and answers the operations that web processe
 session closed after its current operation, then it leaves the registry and exits; a second
 signal exits at once.
 
-Like the server (``config/server.py``), it allocates from one malloc arena (``core/malloc.py``),
+Like the server (``edge/server.py``), it allocates from one malloc arena (``core/malloc.py``),
 set before the engine is loaded or any thread started: each session's operations run in threads
 of the executor, and each such thread would otherwise keep an arena of its own, whose free memory
 (a session's frames, once it ends) ``malloc_trim`` does not return.
@@ -29,7 +29,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.malloc import malloc_arenas_limit
-from segmentation.services.engines import engine_get
+from segmentation.services.engines import engine_chosen, engine_get
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from segmentation.workers.worker import WorkerConsumer, WorkerRuntime
 
@@ -54,7 +54,7 @@ class Command(BaseCommand):
         try:
             info = worker_info_new(
                 name=str(options["name"]),
-                engine=settings.SEGMENTATION_ENGINE,
+                engine=engine_chosen().engine,
                 device=str(getattr(engine, "device", "cpu")),
                 capacity=settings.MAX_SESSIONS,
             )

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as redis
 
 from channels_admin.streaming.relay import BACKLOG_CHUNKS, CATCH_UP_CHUNKS, Relay, _preceding
-from tests.config.test_scale_out import REDIS_URL, needs_redis
+from tests.system.test_scale_out import REDIS_URL, needs_redis
 
 pytestmark = needs_redis
 LOCK_SEC = 1

@@ -1,7 +1,7 @@
 """Failed logins to the Django admin, throttled per client address and per username.
 
 A failed login (a wrong password, an unknown user, a user who is not staff) counts against the
-client's address (:func:`config.client_address.client_address`: behind a trusted proxy, the
+client's address (:func:`core.client_address.client_address`: behind a trusted proxy, the
 client ``X-Forwarded-For`` names) and against the username tried, in Django's cache (Redis with
 ``REDIS_URL``, shared by every process; else each process's memory). A limit is ``count``
 failures per ``period``: the first attempt opens a window of ``period``, and once ``count``
@@ -45,8 +45,8 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
-from config.client_address import client_address
-from config.env import Rate
+from core.client_address import client_address
+from core.message_budget import Rate
 from core.turns import NoTurn, Turns
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ import requests
 
 from tests.channels_admin.test_stream_server import Viewer, playlist_for, wait_until
 from tests.channels_admin.upstream import PACKET, TsUpstream
-from tests.config.test_scale_out import REDIS_URL, needs_redis
 from tests.conftest import free_port, running_server
+from tests.system.test_scale_out import REDIS_URL, needs_redis
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 START = "mutation($p: String!) { startSession(input: {path: $p}) { sessionId } }"

@@ -4,16 +4,17 @@
   ``SESSION_NOT_FOUND``); here, and only here, it becomes the error's ``extensions.code``.
 - Requests may follow the GraphQL multipart request specification: an ``operations`` field (the
   JSON request), a ``map`` field (which file part goes to which variable), and the file parts.
-  (The size of the whole request is capped before Django reads it: ``config/body_limit.py``.)
+  (The size of the whole request is capped before Django reads it: ``edge/body_limit.py``.)
   A body Django's parser cannot read (a part's headers over 1,024 bytes, such as a long file
   name) is refused with 400 ``BAD_USER_INPUT``, logged in Django's one line for a 400.
 - A request whose parameters have the wrong types (a query that is not a string, variables that
   are not an object) is refused with 400 ``BAD_USER_INPUT``, and JSON nested deeper than Python's
   parser goes is invalid JSON like any other, before either reaches GraphQL.
-- What one request may ask for is limited: ``config/graphql_limits.py``; what it may cost the
-  engine, once it is known to be valid, too (``segmentation/graphql/cost.py``, refused with
+- What one request may ask for is limited: ``edge/graphql_limits.py``; what it may cost the
+  engine, once it is known to be valid, too (the segmentation app's table,
+  ``segmentation/graphql/cost.py``, registered in ``core/edge_registry.py``; refused with
   ``QUERY_TOO_COMPLEX``). Each client's mutations are rate-limited by what they cost, and its
-  uploads by their number (``config/rate_limits.py``): over a limit, a request is answered 429
+  uploads by their number (``core/rate_limits.py``): over a limit, a request is answered 429
   ``RATE_LIMITED`` with ``Retry-After`` before it runs, and once a client is over its cost
   limit, before its body is even parsed. An error that says when to come back (the session's engine
   budget, ``RESOURCE_EXHAUSTED``) sets ``Retry-After`` too.
@@ -46,14 +47,13 @@ from graphql import (
     validate,
 )
 
-from config.client_address import client_address
-from config.graphql_limits import TOO_COMPLEX, graphql_size_errors, graphql_validation_rules
-from config.rate_limits import rate_limit_message, rate_limit_wait
-from segmentation.graphql.cost import OPENING_FIELDS, operation_cost, root_field_names
+from core.client_address import client_address
+from core.edge_registry import graphql_cost
+from core.rate_limits import rate_limit_message, rate_limit_wait
+from edge.graphql_limits import TOO_COMPLEX, graphql_size_errors, graphql_validation_rules
 
 VALIDATED_DOCUMENTS = 256
 CACHED_QUERY_CHARS = 20_000
-UPLOAD_FIELDS = OPENING_FIELDS - {"startSession"}
 RETRY_AFTER = "graphql_retry_after"  # the request's attribute: seconds, for the header
 
 
@@ -247,7 +247,8 @@ def _refusal(
     """Why the valid document is not run now: its client is over a rate limit (raised as
     :class:`RateLimited`), or it would cost the engine too much. ``None`` if it runs."""
     operation = get_operation_ast(document, operation_name)
-    cost = operation_cost(document, operation_name, variables)
+    table = graphql_cost()  # the segmentation app's (core/edge_registry.py)
+    cost = table.cost(document, operation_name, variables)
     if operation is not None and operation.operation == OperationType.MUTATION:
         address = client_address(request)
         # what it would cost counts, refused or not: a client that sends work over the limit
@@ -257,7 +258,7 @@ def _refusal(
         )
         if wait is not None and cost <= settings.GRAPHQL_MAX_COST:
             raise RateLimited("work", wait)
-        if UPLOAD_FIELDS.intersection(root_field_names(document, operation_name)):
+        if table.uploads(document, operation_name):
             wait = rate_limit_wait(
                 address=address, kind="uploads", rate=settings.RATE_LIMIT_UPLOADS
             )

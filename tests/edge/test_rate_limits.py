@@ -14,7 +14,7 @@ from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import Rate, env_rate
-from config.rate_limits import CostMeter, rate_limit_capped, rate_limit_wait
+from core.rate_limits import CostMeter, rate_limit_capped, rate_limit_wait
 from tests.conftest import running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_graphql_cost import aliased_clicks

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from graphql import get_introspection_query
 
-from config.graphql import _limits, _validated_documents
+from edge.graphql import _limits, _validated_documents
 
 pytestmark = pytest.mark.django_db
 

@@ -1,14 +1,14 @@
 """New WebSocket connections admitted per client address, at the HTTP upgrade.
 
-A WebSocket attacker closed with 1008 at its message budget (``config/websocket_close.py``)
+A WebSocket attacker closed with 1008 at its message budget (``edge/websocket_close.py``)
 could connect again at once: each handshake, consumer and first status was server work, and
 three such from one address held every other request at 2.7 to 13 times its calm latency (issue
-47). Here each client address (:func:`config.client_address.address_of`: behind a trusted proxy,
+47). Here each client address (:func:`core.client_address.address_of`: behind a trusted proxy,
 the ``X-Forwarded-For`` hop it saw) has ``WEBSOCKET_CONNECTS_PER_CLIENT`` new connections (a
 token bucket, :mod:`core.connection_admission`) and ``WEBSOCKET_OPEN_PER_CLIENT`` open at once,
 one process's count.
 
-They are taken in the server (``config/server.py``'s request class), as the upgrade request is
+They are taken in the server (``edge/server.py``'s request class), as the upgrade request is
 read, before daphne builds a WebSocket protocol or the application is called. Past them, the
 upgrade is answered ``429 Too Many Requests`` with ``Retry-After`` and the connection closed: a
 browser's WebSocket then fails before it opens (its ``close`` event, code 1006, and no
@@ -17,7 +17,7 @@ WebSocket is made: no handshake, no application, no close. A 1008 close instead 
 needed the whole handshake first, and a browser's page opened it, which the viewer page takes
 for a connection that worked.
 
-The answer goes out :data:`REFUSAL_DELAY_SEC` after the request, as ``config/rate_limits.py``'s
+The answer goes out :data:`REFUSAL_DELAY_SEC` after the request, as ``edge/rate_limit_gate.py``'s
 gate does: a client that connects again as soon as it is answered then waits that long each
 time, a connection held idle meanwhile (Twisted reads no further request on it), so one that
 never honours ``Retry-After`` is held to a refusal a second per connection it opens at once.
@@ -41,7 +41,7 @@ from typing import Any
 
 from django.conf import settings
 
-from config.client_address import address_of
+from core.client_address import address_of
 from core.connection_admission import ConnectionAdmission, Refusal
 
 REFUSAL_DELAY_SEC = 1.0
@@ -147,7 +147,7 @@ def is_upgrade(request: Any) -> bool:
 
 
 def request_client(request: Any) -> str:
-    """The client address of a Twisted request, as ``config/client_address.py`` reckons it."""
+    """The client address of a Twisted request, as ``core/client_address.py`` reckons it."""
     forwarded_for = b",".join(request.requestHeaders.getRawHeaders(b"x-forwarded-for", []))
     return address_of(getattr(request.client, "host", ""), forwarded_for.decode("latin-1"))
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from config.body_limit import FORM_OVERHEAD, DrainPace, RequestBodyLimit
+from edge.body_limit import FORM_OVERHEAD, DrainPace, RequestBodyLimit
 from tests.conftest import running_server
 from tests.timing import Clock
 

@@ -5,17 +5,19 @@ from unittest import mock
 import pytest
 from django.db import OperationalError
 
-from config import __version__
-from segmentation.engines.choice import EngineChoice
+from edge import __version__
 
-CHOSEN = EngineChoice("classic", "", "no learned checkpoint in var/models")
+
+@pytest.fixture
+def chosen_by_default(settings, tmp_path) -> str:
+    """SEGMENTATION_ENGINE unset, with an empty models folder: the reason the engine was chosen."""
+    settings.SEGMENTATION_ENGINE = "auto"
+    settings.SAM2_MODELS_DIR = tmp_path / "models"
+    return f"no learned checkpoint in {tmp_path / 'models'}"
 
 
 @pytest.mark.django_db
-def test_healthz_reports_status_version_and_engine(client, settings):
-    settings.SEGMENTATION_ENGINE = "classic"
-    settings.SEGMENTATION_ENGINE_CHOICE = CHOSEN
-
+def test_healthz_reports_status_version_and_engine(client, chosen_by_default):
     response = client.get("/healthz")
 
     assert response.status_code == 200
@@ -25,16 +27,14 @@ def test_healthz_reports_status_version_and_engine(client, settings):
         "version": __version__,
         "engine": "classic",
         "engine_model": "classic: no weights, CPU",
-        "engine_chosen_because": "no learned checkpoint in var/models",
+        "engine_chosen_because": chosen_by_default,
     }
 
 
 @pytest.mark.django_db
-def test_healthz_answers_503_when_the_database_is_unreachable(client, settings):
-    settings.SEGMENTATION_ENGINE = "classic"
-    settings.SEGMENTATION_ENGINE_CHOICE = CHOSEN
+def test_healthz_answers_503_when_the_database_is_unreachable(client, chosen_by_default):
     failing_cursor = mock.patch(
-        "config.healthz.connection.cursor", side_effect=OperationalError("connection refused")
+        "edge.healthz.connection.cursor", side_effect=OperationalError("connection refused")
     )
 
     with failing_cursor:
@@ -46,7 +46,7 @@ def test_healthz_answers_503_when_the_database_is_unreachable(client, settings):
         "version": __version__,
         "engine": "classic",
         "engine_model": "classic: no weights, CPU",
-        "engine_chosen_because": "no learned checkpoint in var/models",
+        "engine_chosen_because": chosen_by_default,
         "detail": "connection refused",
     }
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 
-from config.websocket_admission import websocket_admission
 from core.message_budget import POLICY_VIOLATION, TokenBucket, message_budget
+from edge.websocket_admission import websocket_admission
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class EndpointCloseProtocol(WebSocketProtocol):
 
 class EndpointCloseFactory(WebSocketFactory):
     protocol = EndpointCloseProtocol
-    # The client address the upgrade being made was admitted for (config/websocket_admission.py),
+    # The client address the upgrade being made was admitted for (edge/websocket_admission.py),
     # set by the request around daphne's call to build its protocol.
     upgrading_client: str | None = None
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 
-from config.body_limit import App, Message, Receive, Scope, Send
 from core.malloc import memory_return
+from edge.body_limit import App, Message, Receive, Scope, Send
 
 LARGE_BYTES = 1024 * 1024
 

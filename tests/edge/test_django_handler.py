@@ -1,5 +1,5 @@
 """An answered request's handling is freed at once, not by the cyclic collector
-(``config/django_handler.py``).
+(``edge/django_handler.py``).
 
 The application is told of the disconnect as soon as the answer is out, as daphne does; with
 the cyclic collector off, no frame of Django's ``handle`` (which holds the request and its
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 from django.core.handlers.asgi import ASGIHandler
 
-from config.django_handler import DisconnectHandler
+from edge.django_handler import DisconnectHandler
 
 SCOPE = {
     "type": "http",

@@ -1,4 +1,4 @@
-"""Who sent a request, behind a proxy and not (config/client_address.py), and the start-up
+"""Who sent a request, behind a proxy and not (core/client_address.py), and the start-up
 warning of a server that listens beyond this machine with no admin token."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import RequestFactory
 
-from config.client_address import came_through_proxy, client_address, peer_is_loopback
-from config.server import listening_warning
+from core.client_address import came_through_proxy, client_address, peer_is_loopback
+from edge.server import listening_warning
 
 
 def request(remote: str, **headers: str):

@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 import requests
 
-from config import memory_return
+from edge import memory_return
 from segmentation.rle import rle_encode
-from tests.config.test_upload_memory import memory_mb, upload
 from tests.conftest import free_port, running_server, server_pid
+from tests.edge.test_upload_memory import memory_mb, upload
 
 VIDEO = "gallery/default.mp4"
 HEIGHT, WIDTH = 480, 854  # the drawn default video's

@@ -2,7 +2,7 @@
 
 daphne (Twisted) receives a whole request body, into memory or a temporary file, before the
 application sees any of it, so no code in the application can stop an oversized upload until
-all of it has arrived. Here the cap (:func:`config.body_limit.body_cap`, by the request's path)
+all of it has arrived. Here the cap (:func:`edge.body_limit.body_cap`, by the request's path)
 sits in daphne's request class instead: a declared ``Content-Length`` over it is answered as soon
 as the headers are in (and no ``100 Continue`` is sent), a body without one as soon as it grows
 past it. Nothing beyond the cap is kept.
@@ -26,7 +26,7 @@ Slow clients are timed out (:class:`HeadCappedChannel`): a head must arrive with
 ``SERVER_BODY_MIN_RATE`` bytes a second on average, else 408 and the connection closed.
 
 A request to upgrade to a WebSocket is admitted per client address first
-(:mod:`config.websocket_admission`), before daphne makes a WebSocket of it; past the limits it is
+(:mod:`edge.websocket_admission`), before daphne makes a WebSocket of it; past the limits it is
 answered 429.
 
 At start, a server that listens beyond this machine while no ``CHANNELS_ADMIN_TOKEN`` is set
@@ -37,7 +37,7 @@ loop ends: its upstream connection is hung up and, with several processes, its r
 given back, so another process takes the upstream over within a third of the key's expiry (its
 next look at the key) rather than when the key runs out.
 
-Run it as daphne, with daphne's options: ``python -m config.server -b HOST -p PORT
+Run it as daphne, with daphne's options: ``python -m edge.server -b HOST -p PORT
 config.asgi:application``.
 """
 
@@ -60,15 +60,16 @@ from django.conf import settings
 from twisted.internet import defer, reactor
 from twisted.web import http
 
-from config.body_limit import DrainPace, body_cap, body_refusal
-from config.websocket_admission import (
+from core.edge_registry import shutdown_hooks
+from core.malloc import malloc_arenas_limit
+from edge.body_limit import DrainPace, body_cap, body_refusal
+from edge.websocket_admission import (
     is_upgrade,
     refusal_send,
     request_client,
     websocket_admission,
 )
-from config.websocket_close import EndpointCloseFactory
-from core.malloc import malloc_arenas_limit
+from edge.websocket_close import EndpointCloseFactory
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +81,9 @@ LINGER_SEC = 30
 REFUSED_READ_BYTES = 2**18
 # How long a connection timed out may take to close before it is cut.
 CLOSE_SEC = 5
-# The longest the hub may take to close at shutdown (an unreachable Redis, say).
-SHUTDOWN_HUB_SEC = 5
+# The longest the apps' shutdown hooks may take at shutdown (the hub's, with an unreachable Redis,
+# say).
+SHUTDOWN_HOOKS_SEC = 5
 
 
 @functools.cache
@@ -486,10 +488,13 @@ class CappedHTTPFactory(HTTPFactory):
         return protocol
 
 
-def _hub_closed() -> defer.Deferred:
-    from channels_admin.services.stream import stream_hub_shutdown
+def _apps_shut_down() -> defer.Deferred:
+    """The apps' shutdown hooks (core/edge_registry.py: the channel hub's), awaited together."""
 
-    closing = asyncio.wait_for(stream_hub_shutdown(), SHUTDOWN_HUB_SEC)
+    async def hooks_run() -> None:
+        await asyncio.gather(*(hook() for hook in shutdown_hooks()))
+
+    closing = asyncio.wait_for(hooks_run(), SHUTDOWN_HOOKS_SEC)
     return defer.Deferred.fromFuture(asyncio.ensure_future(closing))
 
 
@@ -525,7 +530,7 @@ def main() -> None:
     # (core/malloc.py), rather than one for each thread that an export or import runs in.
     malloc_arenas_limit(arenas=1)
     _warn_of_listening(sys.argv[1:])
-    reactor.addSystemEventTrigger("before", "shutdown", _hub_closed)
+    reactor.addSystemEventTrigger("before", "shutdown", _apps_shut_down)
     # daphne builds its HTTP factory from this module-level name, and has no other way to be
     # given a request class.
     daphne.server.HTTPFactory = CappedHTTPFactory

@@ -17,8 +17,8 @@ from pathlib import Path
 import requests
 
 from tests.channels_admin.stream_client import select, status, wait_until
-from tests.config.test_deployment_topology import nginx_binary, nginx_started  # noqa: F401
 from tests.conftest import ROOT, free_port, running_server
+from tests.system.test_deployment_topology import nginx_binary, nginx_started  # noqa: F401
 
 CLIENTS = 50
 SEGMENT = re.compile(r"^seg-[0-9a-f]{8}-\d+\.ts$", re.MULTILINE)

@@ -1,5 +1,5 @@
 """New WebSocket connections per client address, against the real server (issue 47,
-config/websocket_admission.py): past its burst, an address that reconnects as fast as it can is
+edge/websocket_admission.py): past its burst, an address that reconnects as fast as it can is
 answered 429 at the upgrade, before any WebSocket is made, a second after it asked; the
 refusals cost the server little, and another address connects and gets its status at once. Of
 many upgrades at once from one address, only a bounded number are held that second; the others
@@ -26,9 +26,9 @@ import time
 
 import pytest
 
-from config.websocket_admission import REFUSAL_DELAY_SEC, REFUSALS_HELD_PER_CLIENT, RefusalsHeld
 from core.connection_admission import OPEN_RETRY_AFTER_SEC
 from core.message_budget import POLICY_VIOLATION
+from edge.websocket_admission import REFUSAL_DELAY_SEC, REFUSALS_HELD_PER_CLIENT, RefusalsHeld
 from tests.channels_admin.test_status_flood import MASK, MASKED_REFRESH, close_code, cpu_seconds
 from tests.conftest import free_port, running_server, server_pid
 

@@ -6,7 +6,7 @@ import socket
 
 import requests
 
-from config import __version__
+from edge import __version__
 from tests.conftest import ROOT
 
 VENDOR = ROOT / "vendor"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import requests
 
-from tests.config.test_deployment_topology import nginx_binary, nginx_started  # noqa: F401
-from tests.config.test_slow_clients import attack
 from tests.conftest import ROOT, free_port, running_server
+from tests.edge.test_slow_clients import attack
+from tests.system.test_deployment_topology import nginx_binary, nginx_started  # noqa: F401
 
 TIMEOUT_SEC = 2
 SLACK_SEC = 1.5

@@ -7,7 +7,7 @@ Django, in two places that give the same answer:
 - :class:`RequestBodyLimit`, an ASGI middleware, for servers that hand the application a body as
   it arrives (uvicorn): a declared ``Content-Length`` over the cap is refused at once, and a body
   that grows past it (chunked, or lying about its length) as soon as it does.
-- ``config/server.py``, for daphne, which receives a whole body before the application sees any
+- ``edge/server.py``, for daphne, which receives a whole body before the application sees any
   of it: there the cap sits in daphne's request class, inside the server.
 
 The cap depends on the path (:func:`body_cap`, the one table): the annotation endpoints (the

@@ -22,8 +22,8 @@ import requests
 from django.contrib.auth.models import User
 from django.test import Client
 
-from config.admin_login import password_checks
 from config.env import Rate
+from edge.admin_login import password_checks
 from tests.conftest import manage, project_env, running_server
 
 PASSWORD = "correct horse battery staple"
@@ -259,7 +259,7 @@ def test_a_right_password_within_the_limit_takes_no_place_under_it(login_server)
 
 
 CHECKED = re.compile(
-    r"^(\S+ \S+) INFO config\.admin_login: admin login: password checked in (\d+) ms", re.M
+    r"^(\S+ \S+) INFO edge\.admin_login: admin login: password checked in (\d+) ms", re.M
 )
 
 

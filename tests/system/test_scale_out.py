@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import requests
 
-from config import __version__
+from edge import __version__
 from scripts.reachable import reachable
 from tests.conftest import ROOT, project_env, running_server
 
@@ -111,7 +111,7 @@ def test_channel_layer_uses_redis_from_redis_url(tmp_path):
 def test_a_full_channel_refuses_a_send_and_keeps_what_it_holds():
     from channels.exceptions import ChannelFull
 
-    from config.channel_layer import OneTripRedisChannelLayer
+    from edge.channel_layer import OneTripRedisChannelLayer
 
     async def fill() -> list[int]:
         layer = OneTripRedisChannelLayer(hosts=[REDIS_URL], capacity=2, prefix="test-full")
