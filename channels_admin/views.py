@@ -21,7 +21,8 @@ from channels_admin import selectors
 from channels_admin.access import admin_access_check
 from channels_admin.errors import ChannelNotFound, PlaylistReloadError, UnsupportedStream
 from channels_admin.services.playlists import playlist_reload
-from channels_admin.services.stream import channel_switch
+from channels_admin.services.switch import channel_switch
+from channels_admin.services.viewers import viewer_counts
 
 
 def text_response(status: int, text: str) -> HttpResponse:
@@ -79,7 +80,7 @@ async def groups_view(request: HttpRequest) -> HttpResponse:
 @endpoint("GET")
 async def status_view(request: HttpRequest) -> HttpResponse:
     status = await sync_to_async(selectors.stream_status)()
-    return json_response({**status, **await selectors.viewer_counts()})
+    return json_response({**status, **await viewer_counts()})
 
 
 @endpoint("POST")

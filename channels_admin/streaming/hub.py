@@ -2,7 +2,7 @@
 
 The hub knows nothing about views or the database: bytes come in from the upstream, whole
 188-byte packets (``ts.py``) go out to subscriptions (``subscription.py``), and status changes
-are reported to a callback.
+are reported to its owner (``on_event``: the runtime).
 
 - At most one upstream connection exists at any time. A switch cancels the reader and waits for
   its connection to close before the next one opens, so the provider never sees two.
@@ -40,8 +40,8 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -60,7 +60,7 @@ from channels_admin.streaming.pace import PaceMeter
 from channels_admin.streaming.relay import Relay, RelayError
 from channels_admin.streaming.restamp import Restamper
 from channels_admin.streaming.slate import Slate
-from channels_admin.streaming.sources import SourceCycle, source_label
+from channels_admin.streaming.sources import SourceCycle, Upstream, source_label
 from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import PacketAligner
@@ -95,12 +95,6 @@ class HubEvent(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Upstream:
-    url: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class HubReport:
     """What the hub tells its owner about one of the channel's sources."""
 
@@ -111,6 +105,7 @@ class HubReport:
     # FLOWING: the source took over from another that failed (for the switch's first source to
     # play, from the primary, which failed to start)
     failover: bool = False
+    generation: str = ""  # the switch whose sources these are
 
     @property
     def label(self) -> str:
@@ -586,7 +581,9 @@ class Hub:
         if self._on_event is None:
             return
         try:
-            await self._on_event(HubReport(event, sources, index, detail, failover))
+            await self._on_event(
+                HubReport(event, sources, index, detail, failover, self._generation)
+            )
         except Exception:
             logger.exception("hub event handler failed for %s", event)
 
