@@ -47,7 +47,7 @@ import aiohttp
 
 from channels_admin.streaming.failure_reasons import failure_detail, failure_reason
 from channels_admin.streaming.gop_cache import GopCache
-from channels_admin.streaming.hls import (
+from channels_admin.streaming.hls_input import (
     PLAYLIST_MAX_BYTES,
     HlsError,
     HlsReader,

@@ -37,15 +37,15 @@ def test_no_streaming_module_loads_django():
 
     assert names == [
         "channels_admin.streaming.admission",
-        "channels_admin.streaming.demo_encoder",
         "channels_admin.streaming.encoder_slots",
         "channels_admin.streaming.failure_reasons",
         "channels_admin.streaming.gop_cache",
-        "channels_admin.streaming.hls",
+        "channels_admin.streaming.hls_input",
         "channels_admin.streaming.hls_output",
         "channels_admin.streaming.hub",
         "channels_admin.streaming.key_frame_gate",
         "channels_admin.streaming.pace",
+        "channels_admin.streaming.pattern_encoder",
         "channels_admin.streaming.relay",
         "channels_admin.streaming.remux",
         "channels_admin.streaming.restamp",
