@@ -28,7 +28,8 @@ from channels_admin.demo_channels import demo_entries
 from channels_admin.models import StreamState
 from channels_admin.streaming.admission import Admission, LoadGuard
 from channels_admin.streaming.encoder_slots import DEMO_ENCODERS, EncoderSlots
-from channels_admin.streaming.hub import Hub, HubEvent, HubReport
+from channels_admin.streaming.hub import Hub
+from channels_admin.streaming.hub_events import HubEvent, HubReport
 from channels_admin.streaming.relay import Relay, RelayError
 from channels_admin.streaming.sources import Upstream
 from channels_admin.streaming.upstream_addresses import UpstreamAddresses

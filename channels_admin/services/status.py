@@ -13,7 +13,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from channels_admin.models import StreamState
-from channels_admin.streaming.hub import HubEvent, HubReport
+from channels_admin.streaming.hub_events import HubEvent, HubReport
 
 # Channel-layer group of the status feeds (WebSocket consumers) of every process.
 STATUS_GROUP = "stream-status"

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from channels_admin.runtime import StreamRuntime, SwitchOutcome
-from channels_admin.streaming.hub import HubEvent, HubReport
+from channels_admin.streaming.hub_events import HubEvent, HubReport
 from channels_admin.streaming.sources import Upstream
 from tests.channels_admin.media_upstream import Behaviour, MediaUpstream
 
