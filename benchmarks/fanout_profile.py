@@ -43,7 +43,10 @@ PARTS = [
     ("daphne", "daphne/"),
     ("load guard", "channels_admin/streaming/admission.py"),
     ("GOP cache", "channels_admin/streaming/gop_cache.py"),
+    # the hub as it was measured: the fan-out, the failover loop and the upstream reader
     ("hub", "channels_admin/streaming/hub.py"),
+    ("hub", "channels_admin/streaming/failover.py"),
+    ("hub", "channels_admin/streaming/upstream_reader.py"),
     ("consumers", "channels_admin/consumers.py"),
     ("bare broadcaster", "benchmarks/bare_broadcaster.py"),
     ("Channels", "channels/"),

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks  # noqa: E402
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks  # noqa: E402
 from channels_admin.streaming.ts import TS_PACKET as PACKET  # noqa: E402
 
 VIDEO_PID = 0x100  # FFmpeg's muxer gives its first stream this PID
@@ -48,7 +48,7 @@ def upstream_start(gop_seconds: float) -> http.server.ThreadingHTTPServer:
             self.send_header("Content-Type", "video/mp2t")
             self.end_headers()
             try:
-                for chunk in demo_chunks(options, label="first frame"):
+                for chunk in pattern_chunks(options, label="first frame"):
                     self.wfile.write(chunk)
             except OSError:
                 pass

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks  # noqa: E402
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks  # noqa: E402
 from channels_admin.streaming.ts_scan import ProgramScanner  # noqa: E402
 from tests.system.test_hls_cache import configuration  # noqa: E402
 
@@ -82,7 +82,7 @@ class _UpstreamHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         scanner = ProgramScanner()
         with contextlib.suppress(OSError):
-            for chunk in demo_chunks(OPTIONS, label="HLS BENCH"):
+            for chunk in pattern_chunks(OPTIONS, label="HLS BENCH"):
                 if self.server.stop.is_set():
                     return
                 self.wfile.write(chunk)

@@ -37,7 +37,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks  # noqa: E402
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks  # noqa: E402
 from tests.channels_admin.hls_origin import HlsOrigin  # noqa: E402
 
 SIZES = {"a": (640, 360), "b": (512, 288)}
@@ -95,7 +95,7 @@ class LiveChannel:
             self._listeners.remove(listener)
 
     def _run(self) -> None:
-        for chunk in demo_chunks(self._options, label=self._label):
+        for chunk in pattern_chunks(self._options, label=self._label):
             with self._lock:
                 for listener in self._listeners:
                     listener.put(chunk)

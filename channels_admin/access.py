@@ -14,18 +14,21 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 
+from channels_admin.errors import ErrorCode
 from core.client_address import came_through_proxy, peer_is_loopback
 
 
 class Denied(enum.Enum):
-    UNAUTHENTICATED = (401, "authentication required")
-    BAD_TOKEN = (401, "invalid admin token")
-    NOT_STAFF = (403, "staff access required")
-    CSRF = (403, "CSRF check failed")
-    CROSS_SITE = (403, "cross-site request refused")
+    """Why a request may not use the admin API: its code (which carries the status), its text."""
+
+    UNAUTHENTICATED = (ErrorCode.UNAUTHENTICATED, "authentication required")
+    BAD_TOKEN = (ErrorCode.UNAUTHENTICATED, "invalid admin token")
+    NOT_STAFF = (ErrorCode.FORBIDDEN, "staff access required")
+    CSRF = (ErrorCode.FORBIDDEN, "CSRF check failed")
+    CROSS_SITE = (ErrorCode.FORBIDDEN, "cross-site request refused")
 
     @property
-    def status(self) -> int:
+    def code(self) -> ErrorCode:
         return self.value[0]
 
     @property

@@ -16,10 +16,17 @@ from channels.generic.http import AsyncHttpConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from channels_admin.selectors import hls_playlist, hls_segment, viewer_counts, viewer_status
+from channels_admin.selectors import viewer_status
 from channels_admin.services.demo_streams import DemoStream, demo_stream_start, demo_stream_stop
 from channels_admin.services.status import STATUS_GROUP
-from channels_admin.services.viewers import Refusal, viewer_join, viewer_leave
+from channels_admin.services.viewers import (
+    Refusal,
+    hls_playlist,
+    hls_segment,
+    viewer_counts,
+    viewer_join,
+    viewer_leave,
+)
 from core.backpressure import WriteGate
 from core.client_address import address_of
 

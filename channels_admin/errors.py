@@ -1,19 +1,87 @@
-"""Typed failures of the channel admin service; each view maps them to one fixed response."""
+"""Typed failures of the channel admin, each with the stable code that carries its HTTP status.
+
+Services raise these; the views answer each with its code's status and its :attr:`text`, a
+plain-text body made in one place (``views.error_response``), so the texts never drift. The
+code of a refused request (a bad body, a method, access) carries its status the same way.
+"""
 
 from __future__ import annotations
 
+import enum
+
+
+class ErrorCode(enum.StrEnum):
+    """A stable code, and the HTTP status the API answers it with."""
+
+    http_status: int
+
+    def __new__(cls, value: str, http_status: int) -> ErrorCode:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.http_status = http_status
+        return member
+
+    BAD_REQUEST = "BAD_REQUEST", 400
+    UNAUTHENTICATED = "UNAUTHENTICATED", 401
+    FORBIDDEN = "FORBIDDEN", 403
+    CHANNEL_NOT_FOUND = "CHANNEL_NOT_FOUND", 404
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED", 405
+    # A channel whose stream is not http or https: the request was understood, the URL is not
+    # one the hub relays.
+    UNSUPPORTED_STREAM = "UNSUPPORTED_STREAM", 400
+    PLAYLIST_RELOAD_FAILED = "PLAYLIST_RELOAD_FAILED", 500
+
 
 class ChannelsAdminError(Exception):
-    pass
+    code: ErrorCode
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def text(self) -> str:
+        """What the API answers with: the message, unless the kind of error says otherwise."""
+        return self.message
+
+
+class BadRequest(ChannelsAdminError):
+    """The request cannot be read: a body that is not the JSON asked for, a NUL in a filter."""
+
+    code = ErrorCode.BAD_REQUEST
+
+
+class MethodNotAllowed(ChannelsAdminError):
+    """The endpoint takes another method: the one it takes is the message."""
+
+    code = ErrorCode.METHOD_NOT_ALLOWED
+
+    @property
+    def text(self) -> str:
+        return "method not allowed"
 
 
 class ChannelNotFound(ChannelsAdminError):
-    pass
+    """No channel of the playlist has the ID (the message); the API does not repeat it."""
+
+    code = ErrorCode.CHANNEL_NOT_FOUND
+
+    @property
+    def text(self) -> str:
+        return "channel not found"
 
 
 class PlaylistReloadError(ChannelsAdminError):
     """The playlist could not be downloaded, read or parsed; nothing was changed."""
 
+    code = ErrorCode.PLAYLIST_RELOAD_FAILED
+
+    @property
+    def text(self) -> str:
+        return f"failed to reload playlist: {self.message}"
+
 
 class UnsupportedStream(ChannelsAdminError):
     """The channel's stream is not an http or https URL, the only kinds the hub relays."""
+
+    code = ErrorCode.UNSUPPORTED_STREAM

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from channels_admin.streaming.sources import source_label
+from channels_admin.streaming.sources import Upstream, source_label
 
 
 class Playlist(models.Model):
@@ -291,6 +291,11 @@ class StreamState(models.Model):
         if self.current_stream_url:
             return [{"url": self.current_stream_url, "headers": self.upstream_headers}]
         return []
+
+    @property
+    def upstreams(self) -> list[Upstream]:
+        """The sources as the hub takes them."""
+        return [Upstream.from_record(record) for record in self.source_list]
 
     @property
     def source_label(self) -> str:

@@ -4,26 +4,50 @@
 One object per process (:func:`stream_runtime`), because the hub holds the process's ONE
 upstream connection: two hubs would open two. The hub itself is built on first use, on the
 event loop, since building it resumes the channel that was live before a restart.
+
+The runtime sits below the services, which call it. What it has to tell them goes through
+interfaces it owns: what the hub reports goes to the :class:`StreamEvents` the app supplies
+(``apps.py``, with ``services/status.py``'s recorder), and a switch's outcome is awaited
+(:meth:`StreamRuntime.switch_outcome`): it comes from the hub's first picture of the switch,
+in this process or, with a relay, in the one that owns the upstream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-from collections.abc import Coroutine
+import enum
+import logging
+from collections.abc import Coroutine, Sequence
+from typing import Protocol
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from channels_admin.demo_channels import demo_entries
 from channels_admin.models import StreamState
-from channels_admin.services.playlists import demo_entries
-from channels_admin.services.status import hub_event_record
 from channels_admin.streaming.admission import Admission, LoadGuard
 from channels_admin.streaming.encoder_slots import DEMO_ENCODERS, EncoderSlots
-from channels_admin.streaming.hub import Hub, Upstream
-from channels_admin.streaming.relay import Relay
+from channels_admin.streaming.hub import Hub
+from channels_admin.streaming.hub_events import HubEvent, HubReport
+from channels_admin.streaming.relay import Relay, RelayError
+from channels_admin.streaming.sources import Upstream
 from channels_admin.streaming.upstream_addresses import UpstreamAddresses
+
+logger = logging.getLogger(__name__)
+
+
+class StreamEvents(Protocol):
+    """What the runtime tells the layer above it, which supplies one."""
+
+    async def hub_reported(self, report: HubReport) -> None:
+        """The hub of this process reported ``report`` (with a relay: the owner's hub only)."""
+
+
+class SwitchOutcome(enum.Enum):
+    PLAYS = "plays"  # a source of the switch showed its first picture
+    NO_PICTURE = "no picture"  # none did in the time given
+    SUPERSEDED = "superseded"  # another switch came first
 
 
 class StreamRuntime:
@@ -31,15 +55,18 @@ class StreamRuntime:
     channels' encoders, and the switch listener; :meth:`close` ends them for a server shutdown
     (a later use builds a new hub)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, events: StreamEvents) -> None:
         self.admission = Admission(max_viewers=settings.CHANNELS_MAX_VIEWERS)
         self.demo_slots = EncoderSlots(
             total=DEMO_ENCODERS, per_client=settings.CHANNELS_DEMO_STREAMS_PER_CLIENT
         )
+        self._events = events
         self._hub: Hub | None = None
         self._hub_ready: asyncio.Lock | None = None
         self._switch_listener: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None
+        # The latest switch this process knows of, and how it went (done at its first picture)
+        self._switch: tuple[str, asyncio.Future[SwitchOutcome]] | None = None
 
     @property
     def running_hub(self) -> Hub | None:
@@ -70,7 +97,7 @@ class StreamRuntime:
             connect_timeout=settings.CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC,
             stall_timeout=settings.CHANNELS_STALL_TIMEOUT,
             viewer_buffer_bytes=settings.CHANNELS_VIEWER_BUFFER_BYTES,
-            on_event=hub_event_record,
+            on_event=self._hub_reported,
             relay=relay,
             hls_max_bandwidth=settings.CHANNELS_HLS_MAX_BANDWIDTH,
             gop_cache_bytes=settings.CHANNELS_GOP_CACHE_BYTES,
@@ -80,21 +107,35 @@ class StreamRuntime:
         )
         state = await database_sync_to_async(StreamState.load)()
         if state.live and state.source_list:
-            await hub.switch(upstreams(state.source_list), state.generation)
+            self._switch_begun(state.generation)
+            await hub.switch(state.upstreams, state.generation)
         if relay is not None:
-            self._switch_listener = asyncio.create_task(relay.listen(self._switch_followed))
+            self._switch_listener = asyncio.create_task(relay.listen(self._announced))
         guard = LoadGuard(hub)
         guard.start()
         self.admission.guard = guard
         return hub
 
-    async def switch(self, sources: list[dict], generation: str) -> None:
-        """Point this process's hub at a channel's ``sources`` (``{url, headers}``, the primary
-        first) and tell the other processes' hubs."""
+    async def switch(self, sources: Sequence[Upstream], generation: str) -> None:
+        """Point this process's hub at a channel's ``sources`` (the primary first), the switch
+        called ``generation``, and tell the other processes' hubs."""
         hub = await self.hub()
-        await hub.switch(upstreams(sources), generation)
+        self._switch_begun(generation)
+        await hub.switch(sources, generation)
         if hub.relay is not None:
-            await hub.relay.announce({"sources": sources, "generation": generation})
+            records = [source.as_record() for source in sources]
+            await hub.relay.announce({"sources": records, "generation": generation})
+
+    async def switch_outcome(self, generation: str, *, within: float) -> SwitchOutcome:
+        """How the switch ``generation`` (made by :meth:`switch`) went: it showed a picture
+        within ``within`` seconds, or not, or another switch came meanwhile."""
+        switch = self._switch
+        if switch is None or switch[0] != generation:
+            return SwitchOutcome.SUPERSEDED
+        try:
+            return await asyncio.wait_for(asyncio.shield(switch[1]), within)
+        except TimeoutError:
+            return SwitchOutcome.NO_PICTURE
 
     def watch(self, outcome: Coroutine[None, None, None]) -> None:
         """Run ``outcome`` (what follows a switch) in the background, in place of the last
@@ -103,17 +144,58 @@ class StreamRuntime:
             self._watch.cancel()
         self._watch = asyncio.create_task(outcome)
 
-    async def _switch_followed(self, switch: dict) -> None:
-        """A switch announced by any process: this process's hub follows unless it made it."""
+    def _switch_begun(self, generation: str) -> None:
+        """The switch ``generation`` is the latest: the one before it is superseded."""
+        if self._switch is not None:
+            if self._switch[0] == generation:
+                return
+            self._switch_ended(SwitchOutcome.SUPERSEDED)
+        self._switch = (generation, asyncio.get_running_loop().create_future())
+
+    def _switch_ended(self, outcome: SwitchOutcome, generation: str | None = None) -> None:
+        """The latest switch (if it is ``generation``) went as ``outcome``."""
+        switch = self._switch
+        if switch is None or (generation is not None and switch[0] != generation):
+            return
+        if not switch[1].done():
+            switch[1].set_result(outcome)
+
+    async def _hub_reported(self, report: HubReport) -> None:
+        """The hub's events: to the app first (the status records them), then, at a switch's
+        first picture, to whoever awaits its outcome, in every process."""
+        try:
+            await self._events.hub_reported(report)
+        except Exception:
+            logger.exception("the stream's events failed for %s", report.event)
+        if report.event is not HubEvent.FLOWING:
+            return
+        self._switch_ended(SwitchOutcome.PLAYS, report.generation)
+        relay = self._hub.relay if self._hub is not None else None
+        if relay is not None:
+            try:
+                await relay.announce({"flowing": report.generation})
+            except RelayError as error:
+                logger.warning("relay: could not announce the switch's picture: %s", error)
+
+    async def _announced(self, message: dict) -> None:
+        """What any process announced (this one too): a switch, which this process's hub
+        follows unless it made it; or a switch's first picture."""
+        if "flowing" in message:
+            self._switch_ended(SwitchOutcome.PLAYS, message["flowing"])
+            return
         hub = self._hub
-        if hub is not None and hub.generation != switch["generation"]:
-            await hub.switch(upstreams(switch["sources"]), switch["generation"])
+        if hub is not None and hub.generation != message["generation"]:
+            self._switch_begun(message["generation"])
+            sources = [Upstream.from_record(record) for record in message["sources"]]
+            await hub.switch(sources, message["generation"])
 
     async def close(self) -> None:
         """Close the upstream connection and end the viewers (server shutdown, tests)."""
         hub, self._hub = self._hub, None
         listener, self._switch_listener = self._switch_listener, None
         watch, self._watch = self._watch, None
+        self._switch_ended(SwitchOutcome.SUPERSEDED)
+        self._switch = None
         if watch is not None:
             watch.cancel()
         if listener is not None:
@@ -127,15 +209,20 @@ class StreamRuntime:
             await guard.stop()
 
 
-def upstreams(sources: list[dict]) -> list[Upstream]:
-    """Recorded sources (``{url, headers}``) as the hub takes them."""
-    return [Upstream(source["url"], source.get("headers") or {}) for source in sources]
+_runtime: StreamRuntime | None = None
 
 
-@functools.cache
+def stream_runtime_install(runtime: StreamRuntime) -> None:
+    """Make ``runtime`` this process's (``apps.py``, as the app starts)."""
+    global _runtime
+    _runtime = runtime
+
+
 def stream_runtime() -> StreamRuntime:
-    """This process's stream runtime, built on the first call."""
-    return StreamRuntime()
+    """This process's stream runtime, as the app installed it."""
+    if _runtime is None:
+        raise RuntimeError("no stream runtime: the channels_admin app installs it as it starts")
+    return _runtime
 
 
 def upstream_addresses() -> UpstreamAddresses:

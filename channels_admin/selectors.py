@@ -1,5 +1,6 @@
 """Reads of the channel admin: channel search, groups, a channel's sources, and the stream
-status."""
+status, from the database alone (what this process's hub knows is the services' to ask:
+``services/viewers.py``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,7 @@ from typing import Any, Literal
 from django.db.models import Count
 
 from channels_admin.models import BackupSource, Channel, Playlist, StreamState, url_relayable
-from channels_admin.runtime import stream_runtime
-from channels_admin.services.viewers import NO_CHANNEL, Refusal
-from channels_admin.streaming.hub import Upstream
-
-# About a segment: the first one of a channel is ready this long after its first key frame.
-HLS_STARTING_RETRY_AFTER_SEC = 2
+from channels_admin.streaming.sources import Upstream
 
 
 def channels_search(*, search: str = "", group: str = "") -> list[dict[str, str]]:
@@ -183,42 +179,3 @@ def _playlist_version() -> int:
         .first()
     )
     return version or 0
-
-
-async def viewer_counts() -> dict[str, Any]:
-    """``viewers``: every server process's ``/ts`` viewers and this process's HLS audience
-    (``hls_viewers``, an estimate: the clients that fetched the latest segments, each cache in
-    front counting once); whether this process is ``refusing_viewers`` now, how many it has
-    refused (``viewers_refused``) and cut off when it could not carry them (``viewers_shed``)
-    since it started."""
-    runtime = stream_runtime()
-    hub = await runtime.hub()
-    admission = runtime.admission
-    hls_viewers = hub.hls.viewers
-    return {
-        "viewers": await hub.viewers_total() + hls_viewers,
-        "hls_viewers": hls_viewers,
-        "refusing_viewers": admission.refusing(hub.viewers),
-        "viewers_refused": admission.refused,
-        "viewers_shed": admission.guard.shed if admission.guard is not None else 0,
-    }
-
-
-async def hls_playlist() -> bytes | Refusal:
-    """The active channel's live HLS playlist, or why there is none now. Asking for it starts
-    the hub (resuming the channel that was live before a restart), as a ``/ts`` viewer does, so
-    an audience of HLS clients alone gets the channel."""
-    hub = await stream_runtime().hub()
-    if hub.upstream is None:
-        return NO_CHANNEL
-    playlist = hub.hls.playlist()
-    if playlist is None:
-        return Refusal("the channel is starting: no segment yet", HLS_STARTING_RETRY_AFTER_SEC)
-    return playlist
-
-
-def hls_segment(*, name: str) -> bytes | None:
-    """The bytes of the HLS segment ``name`` (counted as one request for it), or None when it
-    is unknown or gone. No database, and no hub built for it: without one there is none."""
-    hub = stream_runtime().running_hub
-    return None if hub is None else hub.hls.segment(name)

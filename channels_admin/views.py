@@ -18,15 +18,19 @@ from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
 from channels_admin import selectors
-from channels_admin.access import admin_access_check
-from channels_admin.errors import ChannelNotFound, PlaylistReloadError, UnsupportedStream
+from channels_admin.access import Denied, admin_access_check
+from channels_admin.errors import BadRequest, ChannelsAdminError, MethodNotAllowed
 from channels_admin.services.playlists import playlist_reload
-from channels_admin.services.stream import channel_switch
+from channels_admin.services.switch import channel_switch
+from channels_admin.services.viewers import viewer_counts
 
 
-def text_response(status: int, text: str) -> HttpResponse:
-    """Every error body of the API is plain text, made here so the texts never drift."""
-    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+def error_response(error: ChannelsAdminError | Denied) -> HttpResponse:
+    """Every error answer of the API: its text, plain, with the status its code carries; made
+    here so the texts never drift."""
+    return HttpResponse(
+        error.text, status=error.code.http_status, content_type="text/plain; charset=utf-8"
+    )
 
 
 def json_response(data: Any) -> JsonResponse:
@@ -41,13 +45,13 @@ def endpoint(method: str, *, admin: bool = True) -> Callable:
         @functools.wraps(view)
         async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if request.method != method:
-                response = text_response(405, "method not allowed")
+                response = error_response(MethodNotAllowed(method))
                 response["Allow"] = method
                 return response
             if admin:
                 denied = await sync_to_async(admin_access_check)(request)
                 if denied is not None:
-                    return text_response(denied.status, denied.text)
+                    return error_response(denied)
             return await view(request, *args, **kwargs)
 
         return wrapper
@@ -66,7 +70,7 @@ async def channels_view(request: HttpRequest) -> HttpResponse:
     for name, value in filters.items():
         # SQLite matched every channel to a NUL and PostgreSQL refuses one in text: one answer
         if "\x00" in value:
-            return text_response(400, f"{name} must not contain a NUL character")
+            return error_response(BadRequest(f"{name} must not contain a NUL character"))
     channels = await sync_to_async(selectors.channels_search)(**filters)
     return json_response(channels)
 
@@ -79,33 +83,35 @@ async def groups_view(request: HttpRequest) -> HttpResponse:
 @endpoint("GET")
 async def status_view(request: HttpRequest) -> HttpResponse:
     status = await sync_to_async(selectors.stream_status)()
-    return json_response({**status, **await selectors.viewer_counts()})
+    return json_response({**status, **await viewer_counts()})
 
 
 @endpoint("POST")
 async def channel_select_view(request: HttpRequest) -> HttpResponse:
     try:
-        body = json.loads(request.body)
-        channel_id = body["channel_id"]
-    except (ValueError, TypeError, KeyError, RecursionError):  # RecursionError: nested too deep
-        return text_response(400, "invalid json")
-    if not isinstance(channel_id, str):
-        return text_response(400, "invalid json")
-    try:
-        channel = await channel_switch(channel_id=channel_id)
-    except ChannelNotFound:
-        return text_response(404, "channel not found")
-    except UnsupportedStream as error:
-        return text_response(400, str(error))
+        channel = await channel_switch(channel_id=_channel_id(request.body))
+    except ChannelsAdminError as error:
+        return error_response(error)
     return json_response({"status": "ok", "channel": channel.name})
+
+
+def _channel_id(body: bytes) -> str:
+    """The ``channel_id`` of a ``{"channel_id": "..."}`` body; else BadRequest."""
+    try:
+        channel_id = json.loads(body)["channel_id"]
+    except (ValueError, TypeError, KeyError, RecursionError):  # RecursionError: nested too deep
+        raise BadRequest("invalid json") from None
+    if not isinstance(channel_id, str):
+        raise BadRequest("invalid json")
+    return channel_id
 
 
 @endpoint("POST")
 async def playlist_reload_view(request: HttpRequest) -> HttpResponse:
     try:
         result = await sync_to_async(playlist_reload)()
-    except PlaylistReloadError as error:
-        return text_response(500, f"failed to reload playlist: {error}")
+    except ChannelsAdminError as error:
+        return error_response(error)
     return json_response({"status": "ok", "channels": result.channels})
 
 

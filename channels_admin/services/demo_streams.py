@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from channels_admin.runtime import stream_runtime
 from channels_admin.services.viewers import Refusal
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks
 from core.threads import iterate_in_thread
 
 # A demo stream ends when its client hangs up: a slot is soon free again.
@@ -34,7 +34,7 @@ def demo_stream_start(*, number: int, client: str) -> DemoStream | Refusal:
         return Refusal(f"{refused}: try again shortly", DEMO_RETRY_AFTER_SEC)
     stop = threading.Event()
     chunks = iterate_in_thread(
-        lambda: demo_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
+        lambda: pattern_chunks(PatternOptions(), label=f"TEST PATTERN {number}"),
         stop=stop,
         name="demo-channel",
         buffered=64,

@@ -25,8 +25,13 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from channels_admin.demo_channels import (
+    DEFAULT_PLAYLIST_MARK,
+    default_playlist_text,
+    demo_entries,
+)
 from channels_admin.errors import PlaylistReloadError
-from channels_admin.m3u import M3UEntry, M3UParseError, M3UPlaylist, channel_ids, m3u_parse
+from channels_admin.m3u import M3UParseError, M3UPlaylist, channel_ids, m3u_parse
 from channels_admin.models import Channel, Playlist, StreamState
 from channels_admin.services.status import status_broadcast
 
@@ -69,29 +74,6 @@ def playlist_ensure_loaded() -> None:
         playlist_reload()
     except (PlaylistReloadError, DatabaseError) as error:
         logger.error("could not load the playlist at start: %s", error)
-
-
-# The default playlist's first line after the header; while it is there, the server keeps the
-# file in step with SERVER_URL (a port change must not strand the demo channels).
-DEFAULT_PLAYLIST_MARK = "# The server's default playlist; delete this line to keep your edits."
-
-
-def default_playlist_text() -> str:
-    """The playlist used when none is configured: the server's own demo channels."""
-    base = settings.SERVER_URL
-    return (
-        "#EXTM3U\n"
-        f"{DEFAULT_PLAYLIST_MARK}\n"
-        '#EXTINF:-1 tvg-id="demo.1" tvg-chno="1" group-title="Demo",Test pattern 1\n'
-        f"{base}/tv/demo/1.ts\n"
-        '#EXTINF:-1 tvg-id="demo.2" tvg-chno="2" group-title="Demo",Test pattern 2\n'
-        f"{base}/tv/demo/2.ts\n"
-    )
-
-
-def demo_entries() -> list[M3UEntry]:
-    """The server's demo channels, as the default playlist lists them."""
-    return m3u_parse(default_playlist_text()).entries
 
 
 def _with_demo_channels(parsed: M3UPlaylist) -> M3UPlaylist:

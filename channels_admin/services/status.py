@@ -13,7 +13,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from channels_admin.models import StreamState
-from channels_admin.streaming.hub import HubEvent, HubReport
+from channels_admin.streaming.hub_events import HubEvent, HubReport
 
 # Channel-layer group of the status feeds (WebSocket consumers) of every process.
 STATUS_GROUP = "stream-status"
@@ -51,10 +51,14 @@ def stream_state_record(*, report: HubReport) -> None:
     ).update(**fields, updated_at=now)
 
 
-async def hub_event_record(report: HubReport) -> None:
-    """The hub's event callback: record the event, then tell the feeds."""
-    await database_sync_to_async(stream_state_record)(report=report)
-    await status_broadcast()
+class StatusRecorder:
+    """What the runtime reports (``runtime.StreamEvents``), recorded as the status: the app
+    supplies it to the runtime (``apps.py``)."""
+
+    async def hub_reported(self, report: HubReport) -> None:
+        """Record the hub's event, then tell the feeds."""
+        await database_sync_to_async(stream_state_record)(report=report)
+        await status_broadcast()
 
 
 async def status_broadcast() -> None:

@@ -24,7 +24,7 @@ import dataclasses
 import threading
 from collections.abc import Awaitable, Callable
 
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks
 from channels_admin.streaming.remux import MUX_OPTIONS
 from channels_admin.streaming.ts import TS_PACKET
 from channels_admin.streaming.ts_scan import StreamLayout
@@ -88,7 +88,7 @@ class Slate:
             if layout.audio_pid is None:
                 pattern = dataclasses.replace(pattern, audio=False)
         chunks = iterate_in_thread(
-            lambda: demo_chunks(pattern, label=SLATE_LABEL, mux_options=options, pids=pids),
+            lambda: pattern_chunks(pattern, label=SLATE_LABEL, mux_options=options, pids=pids),
             stop=stop,
             name="slate",
             buffered=16,

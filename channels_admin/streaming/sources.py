@@ -14,9 +14,27 @@ its backoff may be tried again at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 STABLE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One source: where the hub reads it, and the headers it sends there."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def as_record(self) -> dict[str, Any]:
+        """As plain data (JSON: a row's field, a message to the other processes)."""
+        return {"url": self.url, "headers": dict(self.headers)}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Upstream:
+        return cls(record["url"], record.get("headers") or {})
 
 
 def source_label(index: int, count: int) -> str:

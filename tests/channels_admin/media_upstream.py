@@ -17,7 +17,7 @@ import http.server
 import threading
 import time
 
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks
 from channels_admin.streaming.remux import MUX_OPTIONS
 from tests.channels_admin.upstream import Connection, peer_closed
 
@@ -48,7 +48,7 @@ class Look:
 def clip(seconds: float = 12.0, look: Look = Look()) -> bytes:
     """``seconds`` of the demo pattern as MPEG-TS, as ``look`` says, encoded once per process."""
     height = round(look.width * 9 / 16 / 2) * 2
-    chunks = demo_chunks(
+    chunks = pattern_chunks(
         dataclasses.replace(
             CLIP_OPTIONS,
             width=look.width,

@@ -37,15 +37,17 @@ def test_no_streaming_module_loads_django():
 
     assert names == [
         "channels_admin.streaming.admission",
-        "channels_admin.streaming.demo_encoder",
         "channels_admin.streaming.encoder_slots",
+        "channels_admin.streaming.failover",
         "channels_admin.streaming.failure_reasons",
         "channels_admin.streaming.gop_cache",
-        "channels_admin.streaming.hls",
+        "channels_admin.streaming.hls_input",
         "channels_admin.streaming.hls_output",
         "channels_admin.streaming.hub",
+        "channels_admin.streaming.hub_events",
         "channels_admin.streaming.key_frame_gate",
         "channels_admin.streaming.pace",
+        "channels_admin.streaming.pattern_encoder",
         "channels_admin.streaming.relay",
         "channels_admin.streaming.remux",
         "channels_admin.streaming.restamp",
@@ -56,5 +58,6 @@ def test_no_streaming_module_loads_django():
         "channels_admin.streaming.ts",
         "channels_admin.streaming.ts_scan",
         "channels_admin.streaming.upstream_addresses",
+        "channels_admin.streaming.upstream_reader",
     ]
     assert json.loads(probe.stdout) == {name: [] for name in names}

@@ -12,7 +12,9 @@ import re
 import av
 import pytest
 
-from channels_admin.streaming.hub import Hub, HubEvent, HubReport, Upstream
+from channels_admin.streaming.hub import Hub
+from channels_admin.streaming.hub_events import HubEvent, HubReport
+from channels_admin.streaming.sources import Upstream
 from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import TS_PACKET

@@ -14,7 +14,8 @@ import aiohttp
 import pytest
 
 from channels_admin.streaming.failure_reasons import failure_detail, failure_reason
-from channels_admin.streaming.hub import HubEvent, Upstream
+from channels_admin.streaming.hub_events import HubEvent
+from channels_admin.streaming.sources import Upstream
 from tests.channels_admin.streaming.test_failover import Recorder, hub_for, until
 
 # What each path answers, written raw: these are not answers a well-behaved server gives.

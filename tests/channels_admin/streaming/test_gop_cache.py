@@ -9,14 +9,14 @@ from fractions import Fraction
 import av
 import numpy as np
 
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
 from channels_admin.streaming.gop_cache import GopCache
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks
 
 OPTIONS = PatternOptions(width=160, height=96, fps=10, gop_seconds=2.0)
 
 
 def pattern(seconds: float) -> list[bytes]:
-    return list(demo_chunks(OPTIONS, realtime=False, max_seconds=seconds))
+    return list(pattern_chunks(OPTIONS, realtime=False, max_seconds=seconds))
 
 
 def decoded(data: bytes) -> list[av.VideoFrame]:

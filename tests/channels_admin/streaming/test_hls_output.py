@@ -8,8 +8,8 @@ import io
 import av
 import pytest
 
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
 from channels_admin.streaming.hls_output import HlsOutput
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks
 from channels_admin.streaming.ts import TS_PACKET
 
 # 10 frames/s, a key frame every second: segments of exactly 2 s, 20 frames each.
@@ -18,7 +18,7 @@ START = 1_700_000_000.0  # the wall clock the output sees: fixed, so dates and n
 
 
 def pattern(seconds: float, options: PatternOptions = OPTIONS) -> list[bytes]:
-    return list(demo_chunks(options, realtime=False, max_seconds=seconds))
+    return list(pattern_chunks(options, realtime=False, max_seconds=seconds))
 
 
 def output(**options) -> HlsOutput:

@@ -1,4 +1,5 @@
-"""The parts of the HLS reader (channels_admin/streaming/hls.py) that decide without a network."""
+"""The parts of the HLS reader (channels_admin/streaming/hls_input.py) that decide without a
+network."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import time
 import m3u8
 import pytest
 
-from channels_admin.streaming.hls import (
+from channels_admin.streaming.hls_input import (
     SPREAD,
     HlsError,
-    Pacer,
+    SegmentSpreader,
     byteranges,
     looks_like_hls,
     segment_decrypt,
@@ -105,14 +106,16 @@ def test_a_wrong_key_is_an_error_that_says_so():
 SLACK = 0.15
 
 
-async def released(pacer: Pacer, data: bytes, duration: float) -> list[tuple[float, bytes]]:
+async def released(
+    pacer: SegmentSpreader, data: bytes, duration: float
+) -> list[tuple[float, bytes]]:
     """Each chunk the pacer gives out, with when (monotonic seconds)."""
     return [(time.monotonic(), piece) async for piece in pacer.release(data, duration)]
 
 
 async def test_the_joins_segments_go_out_whole_at_once():
     segments = [bytes([n]) * 188 * 1000 for n in range(3)]
-    pacer, started = Pacer(lead=10.0, burst=3), time.monotonic()
+    pacer, started = SegmentSpreader(lead=10.0, burst=3), time.monotonic()
     pieces = [piece for segment in segments for piece in await released(pacer, segment, 1.0)]
 
     assert [piece for _, piece in pieces] == segments
@@ -121,7 +124,7 @@ async def test_the_joins_segments_go_out_whole_at_once():
 
 async def test_a_later_live_segment_is_spread_over_most_of_its_duration():
     segment = bytes(range(188)) * 1394 + b"tail"  # 262,076 bytes: four slices of 64 KiB
-    pacer, started = Pacer(lead=10.0, burst=0), time.monotonic()
+    pacer, started = SegmentSpreader(lead=10.0, burst=0), time.monotonic()
     pieces = await released(pacer, segment, 0.4)
 
     assert [len(piece) for _, piece in pieces] == [65424, 65612, 65424, 65616]
@@ -136,7 +139,7 @@ DUE = [0.0, 0.1, 0.2, 0.3, 0.4]
 
 async def test_media_ahead_of_the_clock_goes_out_at_the_pace_of_its_duration():
     segment = bytes(range(188)) * 1394 + b"tail"
-    pacer, started = Pacer(lead=0.0, burst=2), time.monotonic()
+    pacer, started = SegmentSpreader(lead=0.0, burst=2), time.monotonic()
     pieces = await released(pacer, segment, 0.4)  # four slices of 0.1 s
     pieces += await released(pacer, b"\x47" * 188, 0.1)
 

@@ -10,7 +10,7 @@ import av
 import numpy as np
 import pytest
 
-from channels_admin.streaming.demo_encoder import PatternOptions, demo_chunks
+from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks
 from channels_admin.streaming.slate import SLATE_OPTIONS
 from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.ts import TS_PACKET
@@ -28,7 +28,7 @@ def pattern(
 ) -> bytes:
     """``seconds`` of the demo pattern with ``options`` (the defaults) and ``changes``."""
     options = dataclasses.replace(options or PatternOptions(), **changes)
-    return b"".join(demo_chunks(options, realtime=False, max_seconds=seconds))
+    return b"".join(pattern_chunks(options, realtime=False, max_seconds=seconds))
 
 
 def encoded(codec: str, width: int, height: int, options: dict[str, str] | None = None) -> bytes:

@@ -252,7 +252,7 @@ class HlsReader:
         fetch does not starve the viewers."""
         ready: asyncio.Queue[_Ready | Exception | None] = asyncio.Queue(PREFETCH_SEGMENTS)
         producer = asyncio.create_task(self._produce(fetch, url, first, ready))
-        pace: Pacer | None = None
+        pace: SegmentSpreader | None = None
         try:
             while (item := await ready.get()) is not None:
                 if isinstance(item, Exception):
@@ -264,7 +264,7 @@ class HlsReader:
                     # they come, and slower when the reader runs ahead of the clock (a VOD
                     # playlist, or catching up after an outage).
                     lead = LIVE_EDGE_SEGMENTS * item.target + PACE_LEAD_SECONDS
-                    pace = Pacer(lead=lead, burst=LIVE_EDGE_SEGMENTS)
+                    pace = SegmentSpreader(lead=lead, burst=LIVE_EDGE_SEGMENTS)
                 async for piece in pace.release(item.data, item.duration):
                     yield piece
         finally:
@@ -408,7 +408,7 @@ class HlsReader:
         return cached
 
 
-class Pacer:
+class SegmentSpreader:
     """Releases segments in slices of about ``SLICE_BYTES``, spread over ``SPREAD`` of their
     duration, and at most ``lead`` seconds of media ahead of the clock that started with the
     first byte. The first ``burst`` segments (the join's, the players' buffer) are not spread.

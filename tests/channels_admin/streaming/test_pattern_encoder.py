@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 # Imported as a module, which the pacing tests patch.
-from channels_admin.streaming import demo_encoder
+from channels_admin.streaming import pattern_encoder
 from channels_admin.streaming.ts import TS_PACKET
 
-SMALL = demo_encoder.PatternOptions(width=320, height=180)
+SMALL = pattern_encoder.PatternOptions(width=320, height=180)
 FPS = SMALL.fps
 # At 320x180 the bars fill rows 0-107, the sweeping box 20 px wide runs in rows 109-122 and
 # moves 6 px a frame (see _Painter); these numbers pin that layout down.
@@ -27,8 +27,8 @@ BOX_STEP = 6
 COLOUR_TOLERANCE = 10
 
 
-def stream(options: demo_encoder.PatternOptions = SMALL, seconds: float = 2.0) -> list[bytes]:
-    return list(demo_encoder.demo_chunks(options, realtime=False, max_seconds=seconds))
+def stream(options: pattern_encoder.PatternOptions = SMALL, seconds: float = 2.0) -> list[bytes]:
+    return list(pattern_encoder.pattern_chunks(options, realtime=False, max_seconds=seconds))
 
 
 def decode_video(data: bytes) -> list[av.VideoFrame]:
@@ -95,7 +95,7 @@ def test_stream_decodes_to_h264_frames_of_the_requested_size_with_aac_audio():
 
 
 def test_stream_without_audio_has_only_video():
-    options = demo_encoder.PatternOptions(width=320, height=180, audio=False, fps=10)
+    options = pattern_encoder.PatternOptions(width=320, height=180, audio=False, fps=10)
 
     data = b"".join(stream(options, seconds=1.5))
 
@@ -112,8 +112,8 @@ def test_picture_moves_and_bars_have_their_colours():
     assert box_columns(first) == (0, BOX_WIDTH - 1)
     assert box_columns(second) == (BOX_STEP, BOX_STEP + BOX_WIDTH - 1)
     pixels = first.to_ndarray(format="rgb24")
-    bar_width = 320 / len(demo_encoder.BAR_COLOURS_RGB)
-    for bar, expected in enumerate(demo_encoder.BAR_COLOURS_RGB):
+    bar_width = 320 / len(pattern_encoder.BAR_COLOURS_RGB)
+    for bar, expected in enumerate(pattern_encoder.BAR_COLOURS_RGB):
         centre = int((bar + 0.5) * bar_width)
         patch = pixels[BAR_ROWS, centre - 8 : centre + 8].reshape(-1, 3).astype(int)
         error = np.abs(patch - np.array(expected)).max()
@@ -148,7 +148,7 @@ def test_client_joining_mid_stream_decodes_from_the_next_keyframe():
 
 def test_realtime_output_follows_the_wall_clock():
     started = time.monotonic()
-    chunks = list(demo_encoder.demo_chunks(SMALL, realtime=True, max_seconds=0.5))
+    chunks = list(pattern_encoder.pattern_chunks(SMALL, realtime=True, max_seconds=0.5))
     elapsed = time.monotonic() - started
 
     # 13 frames: the last is due 12/25 = 0.48 s after the first.
@@ -157,7 +157,7 @@ def test_realtime_output_follows_the_wall_clock():
 
 
 class FakeClock:
-    """Stands in for the time module inside demo_encoder, so pacing is checked exactly."""
+    """Stands in for the time module inside pattern_encoder, so pacing is checked exactly."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -173,10 +173,10 @@ def paced_chunk_times(
     monkeypatch: pytest.MonkeyPatch, stall_after: int, stall: float
 ) -> list[float]:
     clock = FakeClock()
-    monkeypatch.setattr(demo_encoder, "time", clock)
-    options = demo_encoder.PatternOptions(width=320, height=180, audio=False)
+    monkeypatch.setattr(pattern_encoder, "time", clock)
+    options = pattern_encoder.PatternOptions(width=320, height=180, audio=False)
     times = []
-    for index, _chunk in enumerate(demo_encoder.demo_chunks(options, max_seconds=2.0)):
+    for index, _chunk in enumerate(pattern_encoder.pattern_chunks(options, max_seconds=2.0)):
         times.append(clock.now - 1000.0)
         if index == stall_after:
             clock.now += stall
@@ -205,7 +205,7 @@ def test_pacing_starts_a_fresh_clock_after_a_long_stall(monkeypatch):
 def test_closing_the_generator_early_releases_the_encoder():
     threads_before = os_thread_count()
     python_threads_before = threading.active_count()
-    chunks = demo_encoder.demo_chunks(SMALL, realtime=False)
+    chunks = pattern_encoder.pattern_chunks(SMALL, realtime=False)
 
     first = next(chunks)
     chunks.close()
@@ -221,4 +221,4 @@ def test_options_reject_sizes_that_4_2_0_cannot_encode():
     with pytest.raises(
         ValueError, match=r"^width and height must be even and at least 32, got 321x180$"
     ):
-        demo_encoder.PatternOptions(width=321, height=180)
+        pattern_encoder.PatternOptions(width=321, height=180)

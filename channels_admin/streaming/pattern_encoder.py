@@ -1,6 +1,7 @@
-"""A live MPEG-TS test pattern, generated in-process for the offline demo channel.
+"""A live MPEG-TS test pattern encoded in-process: the demo channels' streams, and the picture of
+the slate (``slate.py``) that plays while no source of a channel does.
 
-The demo channel must work with no internet, so the server produces its own upstream:
+The demo channels must work with no internet, so the server produces its own upstream:
 SMPTE-style colour bars, a box that sweeps across a strip below them on every frame, the
 running time as big digits and a small label, encoded as H.264 (plus an optional quiet
 AAC beep once per second) in MPEG-TS, which the fan-out hub pulls like any IPTV source
@@ -67,7 +68,7 @@ class PatternOptions:
         return max(1, round(self.gop_seconds * self.fps))
 
 
-def demo_chunks(
+def pattern_chunks(
     options: PatternOptions = PatternOptions(),  # frozen, so one shared default is safe
     *,
     realtime: bool = True,

@@ -1,0 +1,93 @@
+"""The stream runtime tells the layer above it through its own interfaces: what the hub
+reports goes to the ``StreamEvents`` it was given, and a switch's outcome comes from the hub's
+first picture of it (in this process, or announced by the process that owns the upstream),
+against a real loopback origin of real MPEG-TS."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from channels_admin.runtime import StreamRuntime, SwitchOutcome
+from channels_admin.streaming.hub_events import HubEvent, HubReport
+from channels_admin.streaming.sources import Upstream
+from tests.channels_admin.media_upstream import Behaviour, MediaUpstream
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Recorder:
+    """A ``StreamEvents`` that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.reports: list[HubReport] = []
+
+    async def hub_reported(self, report: HubReport) -> None:
+        self.reports.append(report)
+
+
+@pytest.fixture
+def origin():
+    server = MediaUpstream()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+async def runtime():
+    recorder = Recorder()
+    runtime = StreamRuntime(events=recorder)
+    yield runtime, recorder
+    await runtime.close()
+
+
+async def test_a_switch_plays_at_its_first_picture_told_to_the_events_first(origin, runtime):
+    runtime, recorder = runtime
+
+    await runtime.switch([Upstream(origin.url("/a.ts"))], "g1")
+    outcome = await runtime.switch_outcome("g1", within=10)
+
+    assert outcome is SwitchOutcome.PLAYS
+    assert [(r.event, r.label, r.generation) for r in recorder.reports][:1] == [
+        (HubEvent.FLOWING, "primary", "g1")
+    ]
+
+
+async def test_a_switch_without_a_picture_in_time_has_none(origin, runtime):
+    runtime, recorder = runtime
+    origin.behaviour["/a.ts"] = Behaviour.REFUSE
+
+    await runtime.switch([Upstream(origin.url("/a.ts"))], "g1")
+    outcome = await runtime.switch_outcome("g1", within=0.5)
+
+    assert outcome is SwitchOutcome.NO_PICTURE
+    assert HubEvent.FLOWING not in {r.event for r in recorder.reports}
+
+
+async def test_a_switch_that_another_follows_is_superseded(origin, runtime):
+    runtime, _ = runtime
+    origin.behaviour["/a.ts"] = Behaviour.REFUSE
+    await runtime.switch([Upstream(origin.url("/a.ts"))], "g1")
+    waiting = asyncio.create_task(runtime.switch_outcome("g1", within=10))
+    await asyncio.sleep(0)
+
+    await runtime.switch([Upstream(origin.url("/b.ts"))], "g2")
+
+    assert await waiting is SwitchOutcome.SUPERSEDED
+    assert await runtime.switch_outcome("g1", within=10) is SwitchOutcome.SUPERSEDED
+
+
+async def test_a_first_picture_another_process_announces_ends_the_wait(origin, runtime):
+    # given a switch whose upstream this process does not read (the owner is another process)
+    runtime, _ = runtime
+    origin.behaviour["/a.ts"] = Behaviour.REFUSE
+    await runtime.switch([Upstream(origin.url("/a.ts"))], "g1")
+    waiting = asyncio.create_task(runtime.switch_outcome("g1", within=10))
+
+    # when the owner's news of its first picture comes over the relay (an older switch's first)
+    await runtime._announced({"flowing": "g0"})
+    await runtime._announced({"flowing": "g1"})
+
+    # then the switch plays
+    assert await waiting is SwitchOutcome.PLAYS
