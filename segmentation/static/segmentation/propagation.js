@@ -5,11 +5,11 @@ import { ui } from "./elements.js";
 import { applyMasks } from "./frame_view.js";
 import { graphql } from "./graphql.js";
 import { stopPlaying } from "./playback.js";
+import { propagate } from "./propagation_stream.js";
 import { Q } from "./queries.js";
 import { run, withWaits } from "./queue.js";
 import { withSession } from "./session.js";
 import { state } from "./state.js";
-import { propagate } from "./stream.js";
 import { drawTimeline } from "./timeline.js";
 
 export async function startPropagation() {
