@@ -58,9 +58,10 @@ def test_every_command_and_target_named_exists(page: Path) -> None:
 
 
 # docs/architecture.md's map: a heading per package (### `segmentation/services/`), then a line
-# per module (- `sessions.py`: ...).
+# per module (- `sessions.py`: ...). The pages' scripts are modules too (ES modules the browser
+# loads, - `timeline.js`: ...), under a heading per static folder.
 PACKAGE_HEADING = re.compile(r"^### `([a-z0-9_/]+)/`", re.MULTILINE)
-MODULE_LINE = re.compile(r"^- `([a-z0-9_]+\.py)`", re.MULTILINE)
+MODULE_LINE = re.compile(r"^- `([a-z0-9_]+\.(?:py|js))`", re.MULTILINE)
 MAPPED = ["config", "edge", "core", "segmentation", "channels_admin"]
 
 
@@ -83,7 +84,15 @@ def app_modules() -> set[str]:
     }
 
 
+def page_scripts() -> set[str]:
+    return {
+        path.relative_to(ROOT).as_posix()
+        for app in MAPPED
+        for path in (ROOT / app / "static").rglob("*.js")
+    }
+
+
 def test_the_architecture_map_names_every_module_and_no_other():
-    named, modules = architecture_map(), app_modules()
+    named, modules = architecture_map(), app_modules() | page_scripts()
 
     assert (sorted(modules - named), sorted(named - modules)) == ([], [])

@@ -59,7 +59,8 @@ def drag(page, start: tuple[int, int], end: tuple[int, int]) -> None:
 
 def normalized(rect: dict, screen: tuple[int, int]) -> list[float]:
     """Where the page puts a screen point, normalized as addPoints takes it: the same
-    floating-point steps as annotate.js's videoPoint and sendPoints, so equal to the bit."""
+    floating-point steps as clicks.js's videoPoint and prompt_edits.js's sendPoints, so equal
+    to the bit."""
     x = ((screen[0] - rect["left"]) * WIDTH / rect["width"]) / WIDTH
     y = ((screen[1] - rect["top"]) * HEIGHT / rect["height"]) / HEIGHT
     return [x, y]
