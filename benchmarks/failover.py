@@ -5,7 +5,7 @@ the first picture of the next source, in the viewer page (mpegts.js in Chromium)
     .venv/bin/python benchmarks/failover.py [--failovers 20] [--viewers 100]
         [--kinds kill,stall,slow]
 
-A real loopback origin (tests/channels_admin/media_upstream.py) serves the channel's two
+A real loopback origin (loopback_fakes/media_upstream.py) serves the channel's two
 sources, real H.264 and AAC in MPEG-TS paced to real time: the primary 320 pixels wide, the
 backup 384, so that a client tells whose pictures it shows by their width (the slate is 640).
 The playing source is made to fail in turn: ``kill`` (its connection closed, new ones refused:
@@ -48,7 +48,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
-from tests.channels_admin.media_upstream import Behaviour, MediaUpstream  # noqa: E402
+from loopback_fakes.media_upstream import Behaviour, MediaUpstream  # noqa: E402
 
 WIDTHS = {"/a.ts": 320, "/b.ts": 384}
 KNOWABLE_AFTER = {"kill": 0.0, "stall": 5.0, "slow": 10.0}

@@ -4,10 +4,10 @@
         [--bitrate 4000000] [--upstream-write 65536] [--seconds 8]
         [--servers project,bare] [--segment-seconds 1]
 
-One upstream at ``--bitrate`` (a local HTTP server, benchmarks/ts_upstream.py). For each server
-and each step of viewers: connect the viewers, let them settle, then count each viewer's bytes
-over ``--seconds``. A step is sustained when EVERY viewer received at least 95% of the upstream
-rate. The servers (``--servers``) are:
+One upstream at ``--bitrate`` (a local HTTP server, loopback_fakes/sample_upstream.py). For
+each server and each step of viewers: connect the viewers, let them settle, then count each
+viewer's bytes over ``--seconds``. A step is sustained when EVERY viewer received at least 95%
+of the upstream rate. The servers (``--servers``) are:
 
 - ``project``: this project's /ts, relaying the upstream's endless MPEG-TS stream;
 - ``project-hls``: this project's /ts, relaying the same bytes from the upstream's live HLS
@@ -415,7 +415,7 @@ def main() -> None:
     upstream_log = work / "upstream.log"
     upstream = start(
         [
-            sys.executable, "benchmarks/ts_upstream.py", str(port_file),
+            sys.executable, "-m", "loopback_fakes.sample_upstream", str(port_file),
             "--bitrate", str(args.bitrate), "--write-size", str(args.upstream_write),
             "--segment-seconds", str(args.segment_seconds),
         ],

@@ -109,7 +109,8 @@ def main() -> None:
     upstream = start(
         [
             sys.executable,
-            "benchmarks/ts_upstream.py",
+            "-m",
+            "loopback_fakes.sample_upstream",
             str(port_file),
             "--bitrate",
             str(args.bitrate),

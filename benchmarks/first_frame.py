@@ -15,12 +15,10 @@ of the medians.
 from __future__ import annotations
 
 import argparse
-import http.server
 import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -32,34 +30,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
-from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks  # noqa: E402
+from channels_admin.streaming.pattern_encoder import PatternOptions  # noqa: E402
 from channels_admin.streaming.ts import TS_PACKET as PACKET  # noqa: E402
+from loopback_fakes.pattern_upstream import PatternUpstream  # noqa: E402
 
 VIDEO_PID = 0x100  # FFmpeg's muxer gives its first stream this PID
 JOIN_TIMEOUT_SEC = 30
-
-
-def upstream_start(gop_seconds: float) -> http.server.ThreadingHTTPServer:
-    options = PatternOptions(gop_seconds=gop_seconds)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "video/mp2t")
-            self.end_headers()
-            try:
-                for chunk in pattern_chunks(options, label="first frame"):
-                    self.wfile.write(chunk)
-            except OSError:
-                pass
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def first_frame_seconds(base_url: str) -> float:
@@ -104,8 +80,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=17)
     arguments = parser.parse_args()
     rng = random.Random(arguments.seed)
-    upstream = upstream_start(arguments.gop)
-    url = f"http://127.0.0.1:{upstream.server_port}/live.ts"
+    upstream = PatternUpstream({"first-frame": PatternOptions(gop_seconds=arguments.gop)})
+    url = upstream.url("first-frame")
     with tempfile.TemporaryDirectory() as folder:
         playlist = Path(folder) / "channels.m3u"
         playlist.write_text(f'#EXTM3U\n#EXTINF:-1 tvg-id="gop",GOP\n{url}\n', encoding="utf-8")
@@ -123,7 +99,7 @@ def main() -> None:
                 for name, base_url in servers.items():
                     time.sleep(rng.uniform(0, arguments.gop))
                     times[name].append(first_frame_seconds(base_url))
-    upstream.shutdown()
+    upstream.close()
     for name, values in times.items():
         ordered = sorted(values)
         p90 = nearest_rank(ordered, 0.9)

@@ -3,10 +3,10 @@ last byte at a viewer of /ts.
 
     .venv/bin/python benchmarks/hls_delay.py [--seconds 15] [--source origin|upstream]
 
-``--source origin``: the test suite's HLS origin (tests/channels_admin/hls_origin.py) publishes a
-0.5 s MPEG-TS segment (160x96, a few kB) every 0.5 s, with a target duration of 1 s, so the relay
-reloads the playlist every 0.5-1 s. ``--source upstream``: benchmarks/ts_upstream.py's live
-playlist, 1 s segments of 4 Mbit/s (500 kB; the relay spreads each over part of its duration).
+``--source origin``: the loopback HLS origin (loopback_fakes/hls_origin.py) publishes a 0.5 s
+MPEG-TS segment (160x96, a few kB) every 0.5 s, with a target duration of 1 s, so the relay
+reloads the playlist every 0.5-1 s. ``--source upstream``: loopback_fakes/sample_upstream.py's
+live playlist, 1 s segments of 4 Mbit/s (500 kB; the relay spreads each over part of its duration).
 
 MPEG-TS segments pass through the hub byte for byte, so the viewer finds each segment's last
 packet in what it received (the origin's frames show their index; the upstream's last packet
@@ -18,7 +18,6 @@ delay, and the target: 1 s plus one playlist reload interval.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import tempfile
@@ -31,10 +30,10 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import ts_upstream  # noqa: E402
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
-from tests.channels_admin.hls_origin import SEGMENTS, HlsOrigin  # noqa: E402
+from loopback_fakes.hls_origin import SEGMENTS, HlsOrigin  # noqa: E402
+from loopback_fakes.sample_upstream import SampleUpstream  # noqa: E402
 
 TAIL_BYTES = 188  # a segment's last packet, as the viewer looks for it
 
@@ -66,25 +65,14 @@ class OriginSource:
 
 
 class UpstreamSource:
-    """benchmarks/ts_upstream.py's live playlist: 1 s segments of 4 Mbit/s."""
+    """loopback_fakes/sample_upstream.py's live playlist: 1 s segments of 4 Mbit/s."""
 
     reload_interval = 1.0
 
     def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        port_file = folder / "upstream.port"
-        self._arguments = ts_upstream.arguments_parse([str(port_file)])
-        self._segments = ts_upstream.Segments(
-            ts_upstream.stream_bytes(), self._arguments.bitrate, self._arguments.segment_seconds
-        )
-        self._loop = asyncio.new_event_loop()
-        served_upstream = ts_upstream.serve(self._arguments, self._segments)
-        threading.Thread(
-            target=self._loop.run_until_complete, args=(served_upstream,), daemon=True
-        ).start()
-        while not port_file.exists() or not port_file.read_text():
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{port_file.read_text()}/live.m3u8"
+        self._upstream = SampleUpstream()
+        self._segments = self._upstream.segments
+        self.url = self._upstream.url("/live.m3u8")
         self._joined = 0
 
     def start(self) -> None:
@@ -100,7 +88,7 @@ class UpstreamSource:
         return self._segments.published_at(number)
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._upstream.close()
 
 
 def main() -> None:

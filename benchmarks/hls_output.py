@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
-import http.server
 import os
 import re
 import resource
@@ -35,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -47,53 +44,14 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
-from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks  # noqa: E402
+from channels_admin.streaming.pattern_encoder import PatternOptions  # noqa: E402
 from channels_admin.streaming.ts_scan import ProgramScanner  # noqa: E402
-from tests.system.test_hls_cache import configuration  # noqa: E402
+from loopback_fakes.nginx_config import hls_cache_configuration, log_lines, origin_requests  # noqa: E402
+from loopback_fakes.pattern_upstream import PatternUpstream  # noqa: E402
 
 OPTIONS = PatternOptions(width=320, height=180, fps=25, video_bitrate=300_000, gop_seconds=1.0)
 SEGMENT = re.compile(r"^(seg-[0-9a-f]{8}-\d+\.ts)$", re.MULTILINE)
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-
-
-class Upstream(http.server.ThreadingHTTPServer):
-    """The test pattern over HTTP, in real time; ``sent`` maps each key frame's PTS to when it
-    was written (monotonic)."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _UpstreamHandler)
-        self.sent: dict[int, float] = {}
-        self.stop = threading.Event()
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/live.ts"
-
-
-class _UpstreamHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "video/mp2t")
-        self.end_headers()
-        scanner = ProgramScanner()
-        with contextlib.suppress(OSError):
-            for chunk in pattern_chunks(OPTIONS, label="HLS BENCH"):
-                if self.server.stop.is_set():
-                    return
-                self.wfile.write(chunk)
-                self.wfile.flush()
-                now = time.monotonic()
-                for start in scanner.scan(chunk):
-                    if start.key and start.pts is not None:
-                        self.server.sent[start.pts] = now
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 def first_key_pts(segment: bytes) -> int | None:
@@ -104,7 +62,9 @@ def duration_of(playlist: str, name: str) -> float:
     return float(playlist.split(f"\n{name}")[0].rsplit("#EXTINF:", 1)[1].split(",")[0])
 
 
-def availability(origin: str, upstream: Upstream, seconds: float) -> list[tuple[float, float]]:
+def availability(
+    origin: str, upstream: PatternUpstream, seconds: float
+) -> list[tuple[float, float]]:
     """(delay from the first key frame leaving the upstream to the segment being listed, the
     segment's duration) for each segment that came out in ``seconds``."""
     seen: set[str] = set(SEGMENT.findall(requests.get(f"{origin}/hls/live.m3u8", timeout=5).text))
@@ -165,15 +125,6 @@ async def crowd(front: str, clients: int, seconds: float) -> list[tuple[set[str]
     return results
 
 
-def origin_counts(log: Path) -> collections.Counter[str]:
-    counts: collections.Counter[str] = collections.Counter()
-    for line in log.read_text().splitlines():
-        uri, _status, upstream = line.split(" ", 2)
-        if upstream != "-":
-            counts[uri] += 1
-    return counts
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=2000)
@@ -182,12 +133,14 @@ def main() -> None:
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.clients)), hard))
-    upstream = Upstream()
+    upstream = PatternUpstream({"hls-bench": OPTIONS}, key_frames=True)
     with tempfile.TemporaryDirectory() as work_dir, contextlib.ExitStack() as stack:
         work = Path(work_dir)
-        stack.callback(upstream.stop.set)
+        stack.callback(upstream.close)
         playlist = work / "channels.m3u"
-        playlist.write_text(f'#EXTM3U\n#EXTINF:-1 tvg-id="bench",Bench\n{upstream.url}\n')
+        playlist.write_text(
+            f'#EXTM3U\n#EXTINF:-1 tvg-id="bench",Bench\n{upstream.url("hls-bench")}\n'
+        )
         server = stack.enter_context(served(CHANNELS_PLAYLIST_PATH=str(playlist)))
         origin = server.base_url
         answer = requests.post(
@@ -213,7 +166,7 @@ def main() -> None:
         nginx_dir = work / "nginx"
         nginx_dir.mkdir()
         (nginx_dir / "nginx.conf").write_text(
-            configuration(nginx_dir, port=front_port, origin=port)
+            hls_cache_configuration(nginx_dir, port=front_port, origin=port)
         )
         proxy = subprocess.Popen([NGINX, "-c", str(nginx_dir / "nginx.conf"), "-p", str(nginx_dir)])  # noqa: S603
         stack.callback(proxy.wait, timeout=10)
@@ -224,11 +177,10 @@ def main() -> None:
                 requests.get(f"{front}/healthz", timeout=1)
                 break
             time.sleep(0.1)
-        log = nginx_dir / "access.log"
         began = time.monotonic()
         results = asyncio.run(crowd(front, args.clients, args.seconds))
         elapsed = time.monotonic() - began
-        counts = origin_counts(log)
+        counts = origin_requests(nginx_dir)
         segments = {uri: n for uri, n in counts.items() if uri.startswith("/hls/seg-")}
         complete = sum(listed <= got for listed, got in results)
         print(
@@ -238,7 +190,7 @@ def main() -> None:
             f" (target 1.2); playlist: {counts['/hls/live.m3u8']} origin requests,"
             f" {counts['/hls/live.m3u8'] / elapsed:.2f} a second (cache lifetime 1 s);"
             f" clients that got every segment listed while they played: {complete} of"
-            f" {len(results)}; requests through nginx: {len(log.read_text().splitlines())}"
+            f" {len(results)}; requests through nginx: {len(log_lines(nginx_dir))}"
         )
         print(f"server: {os.cpu_count()} cores; hls_viewers now:", _status(origin)["hls_viewers"])
 

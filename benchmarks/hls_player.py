@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/hls_player.py
 
-A real loopback origin (tests/channels_admin/media_upstream.py) serves two channels of real
+A real loopback origin (loopback_fakes/media_upstream.py) serves two channels of real
 H.264 and AAC in MPEG-TS: X, whose primary is 320 pixels wide and its backup 384, and Y (one
 source, 448). The page plays ``/hls/live.m3u8`` with hls.js and logs every frame it shows with
 its width, so the script tells whose pictures play. Eight events in turn, five switches and
@@ -27,7 +27,7 @@ import requests  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from benchmarks.local_server import served  # noqa: E402
-from tests.channels_admin.media_upstream import Behaviour, MediaUpstream  # noqa: E402
+from loopback_fakes.media_upstream import Behaviour, MediaUpstream  # noqa: E402
 
 WIDTHS = {"/a.ts": 320, "/b.ts": 384, "/c.ts": 448}
 SLATE_WIDTH = 640

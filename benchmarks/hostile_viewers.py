@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/hostile_viewers.py [--resets 200] [--stalled 8] [--honest 30]
 
 Runs the real server (default settings) relaying one upstream at 4 Mbit/s
-(benchmarks/ts_upstream.py, on loopback). For each phase (calm, then each attack), an honest
+(loopback_fakes/sample_upstream.py). For each phase (calm, then each attack), an honest
 viewer connects ``--samples`` times in turn and reads 2 s of the stream: its time to the first
 byte and the rate it got; then ``--honest`` viewers ask at once, and how many were let in is
 counted. The attacks:
@@ -136,11 +136,11 @@ def phase(name: str, base_url: str, pid: int, args: argparse.Namespace, attack) 
 @contextlib.contextmanager
 def live_channel(**env_overrides: str) -> Iterator[Served]:
     """The real server (default settings but ``env_overrides``) relaying one upstream at 4
-    Mbit/s (benchmarks/ts_upstream.py, on loopback) as its active channel."""
+    Mbit/s (loopback_fakes/sample_upstream.py, on loopback) as its active channel."""
     with tempfile.TemporaryDirectory() as work:
         port_file = Path(work) / "upstream.port"
         upstream = subprocess.Popen(  # noqa: S603 (our own interpreter and script)
-            [sys.executable, "benchmarks/ts_upstream.py", str(port_file)],
+            [sys.executable, "-m", "loopback_fakes.sample_upstream", str(port_file)],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
         )

@@ -44,7 +44,14 @@ def run(bitrate: int, args: argparse.Namespace, work: Path, redis_url: str) -> i
     port_file = work / f"upstream-{bitrate}.port"
     upstream_log = work / f"upstream-{bitrate}.log"
     upstream = start(
-        [sys.executable, "benchmarks/ts_upstream.py", str(port_file), "--bitrate", str(bitrate)],
+        [
+            sys.executable,
+            "-m",
+            "loopback_fakes.sample_upstream",
+            str(port_file),
+            "--bitrate",
+            str(bitrate),
+        ],
         env,
         upstream_log,
     )

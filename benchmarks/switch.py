@@ -6,12 +6,11 @@ frame of the new channel shown by an already open viewer page (mpegts.js in Chro
 Two pairs of channels, each switched back and forth ``--switches`` times, the page posting each
 switch itself after a random pause of up to one GOP:
 
-- two TS channels: one local upstream serves two live test patterns over HTTP (H.264 in
-  MPEG-TS, a key frame every ``--gop`` seconds), each encoded all along, so that a connection
-  joins it between key frames as it would a real provider's;
-- two HLS channels: the live TS and fMP4 playlists of the test suite's HLS origin
-  (tests/channels_admin/hls_origin.py: 160x96 H.264, segments of 0.5 s that open with a key
-  frame).
+- two TS channels: one local upstream (loopback_fakes/pattern_upstream.py) serves two live test
+  patterns over HTTP (H.264 in MPEG-TS, a key frame every ``--gop`` seconds), each encoded all
+  along, so that a connection joins it between key frames as it would a real provider's;
+- two HLS channels: the live TS and fMP4 playlists of the loopback HLS origin
+  (loopback_fakes/hls_origin.py: 160x96 H.264, segments of 0.5 s that open with a key frame).
 
 A switch ends the page's stream and its player is rebuilt on the same video element: the time
 runs until that element, emptied by the rebuild, holds a frame again (polled every 5 ms).
@@ -21,13 +20,10 @@ Prints the median, 90th percentile and worst per pair.
 from __future__ import annotations
 
 import argparse
-import http.server
-import queue
 import random
 import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +33,9 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 from benchmarks.local_server import served  # noqa: E402
 from benchmarks.stats import nearest_rank  # noqa: E402
-from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks  # noqa: E402
-from tests.channels_admin.hls_origin import HlsOrigin  # noqa: E402
+from channels_admin.streaming.pattern_encoder import PatternOptions  # noqa: E402
+from loopback_fakes.hls_origin import HlsOrigin  # noqa: E402
+from loopback_fakes.pattern_upstream import PatternUpstream  # noqa: E402
 
 SIZES = {"a": (640, 360), "b": (512, 288)}
 SWITCH_TIMEOUT_MS = 30_000
@@ -72,62 +69,6 @@ PLAYING = """() => {
 }"""
 
 
-class LiveChannel:
-    """One channel's live encoder, running from the start whether watched or not: a connection
-    joins it wherever it is, as with a real provider, mostly between key frames."""
-
-    def __init__(self, name: str, gop_seconds: float) -> None:
-        width, height = SIZES[name]
-        self._options = PatternOptions(width=width, height=height, gop_seconds=gop_seconds)
-        self._label = name
-        self._listeners: list[queue.SimpleQueue[bytes]] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def listen(self) -> queue.SimpleQueue[bytes]:
-        listener: queue.SimpleQueue[bytes] = queue.SimpleQueue()
-        with self._lock:
-            self._listeners.append(listener)
-        return listener
-
-    def leave(self, listener: queue.SimpleQueue[bytes]) -> None:
-        with self._lock:
-            self._listeners.remove(listener)
-
-    def _run(self) -> None:
-        for chunk in pattern_chunks(self._options, label=self._label):
-            with self._lock:
-                for listener in self._listeners:
-                    listener.put(chunk)
-
-
-def upstream_start(gop_seconds: float) -> http.server.ThreadingHTTPServer:
-    channels = {name: LiveChannel(name, gop_seconds) for name in SIZES}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            channel = channels[self.path.strip("/").split(".")[0]]
-            self.send_response(200)
-            self.send_header("Content-Type", "video/mp2t")
-            self.end_headers()
-            listener = channel.listen()
-            try:
-                while True:
-                    self.wfile.write(listener.get())
-            except OSError:
-                pass
-            finally:
-                channel.leave(listener)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--switches", type=int, default=10, help="switches per pair")
@@ -135,13 +76,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=17)
     arguments = parser.parse_args()
     rng = random.Random(arguments.seed)
-    upstream = upstream_start(arguments.gop)
-    base = f"http://127.0.0.1:{upstream.server_port}"
+    upstream = PatternUpstream(
+        {
+            name: PatternOptions(width=width, height=height, gop_seconds=arguments.gop)
+            for name, (width, height) in SIZES.items()
+        },
+        live=True,
+    )
     pairs = {f"TS, GOP {arguments.gop:g} s": ("a", "b"), "HLS": ("h1", "h2")}
     times: dict[str, list[float]] = {pair: [] for pair in pairs}
     with tempfile.TemporaryDirectory() as folder:
         origin = HlsOrigin(Path(folder) / "origin")
-        urls = {name: f"{base}/{name}.ts" for name in SIZES}
+        urls = {name: upstream.url(name) for name in SIZES}
         urls |= {"h1": origin.url("/ts/live.m3u8"), "h2": origin.url("/fmp4/live.m3u8")}
         playlist = Path(folder) / "channels.m3u"
         entries = [f'#EXTINF:-1 tvg-id="{name}",{name}\n{url}' for name, url in urls.items()]
@@ -173,7 +119,7 @@ def main() -> None:
                     print(f"{pair}: switch {number + 1} to {channel}: {milliseconds:.0f} ms")
             browser.close()
         origin.close()
-    upstream.shutdown()
+    upstream.close()
     for pair, values in times.items():
         ordered = sorted(values)
         p90 = nearest_rank(ordered, 0.9)

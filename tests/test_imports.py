@@ -93,3 +93,21 @@ def test_a_circle_is_found_where_there_is_one():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
 
     assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_benchmarks_import_nothing_from_the_tests():
+    # import-linter sees packages; the benchmarks are scripts, read here
+    found = [
+        f"{path.name}: {alias}"
+        for path in sorted((ROOT / "benchmarks").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [name.name for name in node.names]
+        )
+        if alias == "tests" or alias.startswith("tests.")
+    ]
+
+    assert found == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.channels_admin.upstream import TsUpstream
+from loopback_fakes.ts_upstream import TsUpstream
 
 
 def m3u(*entries: tuple[str, str, str]) -> str:

@@ -10,7 +10,7 @@ import time
 import av
 import requests
 
-from tests.channels_admin.hls_origin import frame_index
+from loopback_fakes.hls_origin import frame_index
 
 
 def select(server: str, channel_id: str) -> None:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import av
 import pytest
 
-from tests.channels_admin.media_upstream import Behaviour, MediaUpstream
+from loopback_fakes.media_upstream import Behaviour, MediaUpstream
 from tests.channels_admin.stream_client import select, status, wait_until
 from tests.conftest import free_port, running_server
 

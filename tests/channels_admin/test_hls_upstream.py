@@ -1,5 +1,5 @@
 """HLS upstreams end to end: the real server (daphne) reads a real HLS origin on loopback
-(tests/channels_admin/hls_origin.py) and viewers at /ts get one MPEG-TS stream, which is
+(loopback_fakes/hls_origin.py) and viewers at /ts get one MPEG-TS stream, which is
 decoded here frame by frame."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.channels_admin.hls_origin import (
+from loopback_fakes.hls_origin import (
     BACKGROUND,
     FRAMES_PER_SEGMENT,
     HEIGHT,

@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from loopback_fakes.ts_upstream import TsUpstream
 from tests.channels_admin.stream_client import select, status, wait_until
 from tests.channels_admin.test_stream_server import Viewer, playlist_for
-from tests.channels_admin.upstream import TsUpstream
 from tests.conftest import free_port, running_server
 
 STALLED_VIEWER_SEC = 3

@@ -10,10 +10,10 @@ import uuid
 import pytest
 import redis
 
-from tests.channels_admin.hls_origin import FRAMES_PER_SEGMENT, HlsOrigin
+from loopback_fakes.hls_origin import FRAMES_PER_SEGMENT, HlsOrigin
+from loopback_fakes.ts_upstream import PACKET, TsUpstream
 from tests.channels_admin.stream_client import frames_of, runs, select, status, wait_until, watch
 from tests.channels_admin.test_stream_server import Viewer, playlist_for, sequences
-from tests.channels_admin.upstream import PACKET, TsUpstream
 from tests.conftest import free_port, running_server, server_pid
 from tests.system.test_scale_out import REDIS_URL, needs_redis
 

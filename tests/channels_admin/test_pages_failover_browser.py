@@ -1,6 +1,6 @@
 """What the viewer and admin pages say, in a real browser, when the stream does not simply
 play: no channel yet, a switch to a dead channel, a failover to a backup, a server gone. The
-real server with a real origin of real MPEG-TS (tests/channels_admin/media_upstream.py)."""
+real server with a real origin of real MPEG-TS (loopback_fakes/media_upstream.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.channels_admin.media_upstream import Behaviour, Look, MediaUpstream
+from loopback_fakes.media_upstream import Behaviour, Look, MediaUpstream
 from tests.channels_admin.stream_client import select, status, wait_until
 from tests.channels_admin.test_failover_server import SWITCH_TIMEOUT_SEC, server_for
 from tests.channels_admin.test_pages_browser import PLAYING, admin_login

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from loopback_fakes.ts_upstream import PACKET, TsUpstream, packet_sequence
 from tests.channels_admin.stream_client import select, status, wait_until
-from tests.channels_admin.upstream import PACKET, TsUpstream, packet_sequence
 from tests.conftest import free_port, running_server, server_pid
 
 VIEWER_BUFFER_KB = 256
@@ -211,7 +211,7 @@ def test_upstream_drop_marks_it_down_then_recovers_with_viewers_kept(server, ups
     wait_until(lambda: len(viewer.data) > 0, what="viewer data")
 
     upstream.refuse = True
-    upstream.drop_all()
+    upstream.drop()
     wait_until(lambda: status(server)["upstream_down"], what="upstream_down")
     assert status(server)["upstream_detail"] in {
         "the upstream ended the stream",
@@ -236,7 +236,7 @@ def test_an_upstream_that_closes_at_once_is_down_and_retried_one_connection_at_a
     viewer = Viewer(server, want=10**9)
     wait_until(lambda: len(viewer.data) > 0, what="viewer data")
     upstream.close_at_once = True
-    upstream.drop_all()
+    upstream.drop()
     wait_until(lambda: status(server)["upstream_down"], what="upstream_down")
     tries = len(upstream.connections)
     wait_until(lambda: len(upstream.connections) >= tries + 2, timeout=15, what="two retries")

@@ -18,8 +18,8 @@ import pytest
 import redis
 import requests
 
+from loopback_fakes.ts_upstream import PACKET, TsUpstream
 from tests.channels_admin.test_stream_server import Viewer, playlist_for, wait_until
-from tests.channels_admin.upstream import PACKET, TsUpstream
 from tests.conftest import free_port, running_server
 from tests.system.test_scale_out import REDIS_URL, needs_redis
 

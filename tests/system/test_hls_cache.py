@@ -8,88 +8,26 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
-import os
 import re
 import threading
 import time
-from pathlib import Path
 
 import requests
 
+from loopback_fakes.nginx_config import hls_cache_configuration, log_lines, origin_requests
 from tests.channels_admin.stream_client import select, status, wait_until
-from tests.conftest import ROOT, free_port, running_server
+from tests.conftest import free_port, running_server
 from tests.system.test_deployment_topology import nginx_binary, nginx_started  # noqa: F401
 
 CLIENTS = 50
 SEGMENT = re.compile(r"^seg-[0-9a-f]{8}-\d+\.ts$", re.MULTILINE)
-
-CONFIG = """
-daemon off;
-{user}
-pid {work}/nginx.pid;
-error_log {work}/error.log;
-worker_processes 1;
-worker_rlimit_nofile 16384;
-events {{ worker_connections 8192; }}
-http {{
-    log_format origin '$request_uri $upstream_cache_status $upstream_addr';
-    access_log {work}/access.log origin;
-    log_subrequest on;  # the playlist's background updates are subrequests
-    client_body_temp_path {work}/body;
-    proxy_temp_path {work}/proxy;
-    fastcgi_temp_path {work}/fastcgi;
-    uwsgi_temp_path {work}/uwsgi;
-    scgi_temp_path {work}/scgi;
-{http}
-    server {{
-        listen 127.0.0.1:{port};
-        location = /healthz {{ proxy_pass http://127.0.0.1:{origin}; }}
-{server}
-    }}
-}}
-"""
-
-
-def documented_blocks() -> tuple[str, str]:
-    """The two nginx blocks of docs/deploy.md's section on HLS: for ``http`` and ``server``."""
-    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
-    section = text.split("## HLS behind nginx or a CDN", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```nginx\n(.*?)```", section, re.DOTALL)
-    assert len(blocks) == 2, blocks
-    return blocks[0], blocks[1]
-
-
-def configuration(work: Path, *, port: int, origin: int) -> str:
-    http, server = documented_blocks()
-    http = http.replace("/var/cache/nginx/hls", str(work / "cache"))
-    # the documented backup is a second process; here the one origin stands for both
-    http = http.replace("127.0.0.1:8001", f"127.0.0.1:{origin}")
-    http = http.replace("127.0.0.1:8002", f"127.0.0.1:{origin}")
-    # nginx started by root runs its workers as nobody, who may not write the test's cache
-    user = "user root;" if os.geteuid() == 0 else ""
-    return CONFIG.format(user=user, work=work, port=port, origin=origin, http=http, server=server)
-
-
-def origin_requests(work: Path, *, after: int = 0) -> collections.Counter[str]:
-    """How many requests for each URI nginx passed to the origin (the rest it served from its
-    cache), in its log's lines from ``after`` on."""
-    counts: collections.Counter[str] = collections.Counter()
-    for line in log_lines(work)[after:]:
-        uri, _cache_status, upstream = line.split(" ", 2)
-        if upstream != "-":
-            counts[uri] += 1
-    return counts
-
-
-def log_lines(work: Path) -> list[str]:
-    return (work / "access.log").read_text().splitlines()
 
 
 def test_many_hls_clients_cost_the_origin_one_request_per_segment(nginx_binary, tmp_path):  # noqa: F811
     ports = {"port": free_port(), "origin": free_port()}
     work = tmp_path / "nginx"
     work.mkdir()
-    (work / "nginx.conf").write_text(configuration(work, **ports))
+    (work / "nginx.conf").write_text(hls_cache_configuration(work, **ports))
     origin_url = f"http://127.0.0.1:{ports['origin']}"
     with contextlib.ExitStack() as stack:
         origin = stack.enter_context(
@@ -147,7 +85,7 @@ def test_missing_segments_and_other_names_cost_the_origin_little(nginx_binary, t
     ports = {"port": free_port(), "origin": free_port()}
     work = tmp_path / "nginx"
     work.mkdir()
-    (work / "nginx.conf").write_text(configuration(work, **ports))
+    (work / "nginx.conf").write_text(hls_cache_configuration(work, **ports))
     missing = "/hls/seg-0badf00d-7.ts"
     others = [f"/hls/{n}.ts" for n in range(MISSING_REQUESTS // 5)] + ["/hls/live.ts"]
     with contextlib.ExitStack() as stack:

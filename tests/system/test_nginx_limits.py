@@ -15,7 +15,8 @@ from pathlib import Path
 
 import requests
 
-from tests.conftest import ROOT, free_port, running_server
+from loopback_fakes.nginx_config import documented_blocks, loopback_conf
+from tests.conftest import free_port, running_server
 from tests.edge.test_slow_clients import attack
 from tests.system.test_deployment_topology import nginx_binary, nginx_started  # noqa: F401
 
@@ -24,46 +25,23 @@ SLACK_SEC = 1.5
 CONNECTIONS = 64
 RATE, BURST = 50, 100
 
-CONFIG = """
-daemon off;
-pid {work}/nginx.pid;
-error_log {work}/error.log;
-worker_processes 1;
-events {{ worker_connections 1024; }}
-http {{
-    access_log {work}/access.log;
-    client_body_temp_path {work}/body;
-    proxy_temp_path {work}/proxy;
-    fastcgi_temp_path {work}/fastcgi;
-    uwsgi_temp_path {work}/uwsgi;
-    scgi_temp_path {work}/scgi;
-{http}
-    server {{
-        listen 127.0.0.1:{port};
-{server}
-        location / {{ proxy_pass http://127.0.0.1:{origin}; }}
-    }}
-}}
-"""
-
-
-def documented_blocks() -> tuple[str, str]:
-    """The two nginx blocks of docs/deploy.md's section on slow and greedy clients."""
-    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
-    section = text.split("## Slow and greedy clients", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```nginx\n(.*?)```", section, re.DOTALL)
-    assert len(blocks) == 2, blocks
-    return blocks[0], blocks[1]
-
 
 def front_started(stack: contextlib.ExitStack, binary: str, tmp_path: Path) -> tuple[str, Path]:
-    http, server = documented_blocks()
+    http, server = documented_blocks("Slow and greedy clients")
     server = re.sub(r"(client_\w+_timeout) 10s;", rf"\1 {TIMEOUT_SEC}s;", server)
     assert server.count(f" {TIMEOUT_SEC}s;") == 2, server
     ports = {"port": free_port(), "origin": free_port()}
     work = tmp_path / "nginx"
     work.mkdir()
-    (work / "nginx.conf").write_text(CONFIG.format(work=work, http=http, server=server, **ports))
+    front = f"""    access_log {work}/access.log;
+{http}
+    server {{
+        listen 127.0.0.1:{ports["port"]};
+{server}
+        location / {{ proxy_pass http://127.0.0.1:{ports["origin"]}; }}
+    }}"""
+    conf = loopback_conf(work, events="worker_connections 1024;", http=front)
+    (work / "nginx.conf").write_text(conf)
     stack.enter_context(running_server(tmp_path, port=ports["origin"]))
     return nginx_started(stack, binary, work, ports["port"]), tmp_path / "daphne.log"
 

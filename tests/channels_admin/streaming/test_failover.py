@@ -18,7 +18,7 @@ from channels_admin.streaming.sources import Upstream
 from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.ts import TS_PACKET
-from tests.channels_admin.media_upstream import (
+from loopback_fakes.media_upstream import (
     CLIP_AUDIO_PID,
     CLIP_PMT_PID,
     CLIP_VIDEO_PID,

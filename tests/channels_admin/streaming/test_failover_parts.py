@@ -12,7 +12,7 @@ from channels_admin.streaming.key_frame_gate import UNREADABLE_BYTES, KeyFrameGa
 from channels_admin.streaming.pace import PaceMeter
 from channels_admin.streaming.sources import STABLE_SECONDS, SourceCycle, source_label
 from channels_admin.streaming.ts import TS_PACKET
-from tests.channels_admin.media_upstream import CLIP_PMT_PID, clip
+from loopback_fakes.media_upstream import CLIP_PMT_PID, clip
 from tests.timing import Clock
 
 

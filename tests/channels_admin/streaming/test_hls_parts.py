@@ -18,7 +18,7 @@ from channels_admin.streaming.hls_input import (
     sequence_iv,
     variant_pick,
 )
-from tests.channels_admin.hls_origin import KEY, encrypt
+from loopback_fakes.hls_origin import KEY, encrypt
 
 MASTER = """#EXTM3U
 #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,CODECS="avc1.4d401e,mp4a.40.2"

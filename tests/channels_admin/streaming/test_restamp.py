@@ -9,7 +9,7 @@ import av
 
 from channels_admin.streaming.restamp import STEP, WRAP, Restamper
 from channels_admin.streaming.ts import TS_PACKET
-from tests.channels_admin.media_upstream import Look, clip
+from loopback_fakes.media_upstream import Look, clip
 
 CHUNK = 50 * TS_PACKET
 

@@ -1,7 +1,7 @@
-"""An IPTV upstream for the fan-out benchmark: serves MPEG-TS over HTTP at a fixed bitrate, as
-one endless stream and as a live HLS playlist of the same bytes.
+"""A TS upstream of a sample file at a fixed bitrate, as one endless stream and as a live HLS
+playlist of the same bytes, for the fan-out, relay and HLS benchmarks.
 
-    python benchmarks/ts_upstream.py PORT_FILE [--bitrate 4000000] [--write-size 65536]
+    python -m loopback_fakes.sample_upstream PORT_FILE [--bitrate 4000000] [--write-size 65536]
         [--segment-seconds 1]
 
 Loops the Big Buck Bunny sample from ../shared when present, else synthetic packets.
@@ -11,17 +11,21 @@ Loops the Big Buck Bunny sample from ../shared when present, else synthetic pack
   every ``--segment-seconds`` (``/segment{n}.ts``, each the bitrate's worth of bytes), published
   on the clock as a live encoder publishes them; answered with keep-alive, as HLS origins do.
 
-Prints each connection it accepts.
+Run as a process, it writes its port to PORT_FILE and prints each connection it accepts.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import http.server
 import itertools
 import math
+import socket
+import threading
 import time
 from pathlib import Path
+
+from loopback_fakes.ts_stream import Chunks, TsStream
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared/data/media/bbb_h264_aac_320x180_6s.ts"
 PACKET = 188
@@ -73,59 +77,53 @@ class Segments:
         return media + b"\x47\x1f\xff\x10" + f"segment {number}".encode().ljust(PACKET - 4, b"\xff")
 
 
-async def stream(writer: asyncio.StreamWriter, chunks: list[bytes], bitrate: int) -> None:
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\nConnection: close\r\n\r\n")
-    started, sent = time.monotonic(), 0
-    for chunk in itertools.cycle(chunks):
-        writer.write(chunk)
-        await writer.drain()
-        sent += len(chunk)
-        await asyncio.sleep(max(0.0, started + sent * 8 / bitrate - time.monotonic()))
+class SampleUpstream(TsStream):
+    keep_alive = True
 
+    def __init__(
+        self,
+        *,
+        bitrate: int = 4_000_000,
+        write_size: int = 65536,
+        segment_seconds: float = 1.0,
+        log_connections: bool = False,
+    ) -> None:
+        source = stream_bytes()
+        self.bitrate = bitrate
+        write_size -= write_size % PACKET
+        self._writes = [source[i : i + write_size] for i in range(0, len(source), write_size)]
+        self.segments = Segments(source, bitrate, segment_seconds)
+        self._log_connections = log_connections
+        self._counted: set[socket.socket] = set()
+        super().__init__()
 
-async def hls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, segments):
-    """Answers ``path`` and every later request on the same connection."""
-    while True:
+    def _answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            first = handler.connection not in self._counted
+            self._counted.add(handler.connection)
+            count = len(self._counted)
+        if self._log_connections and first:
+            print(f"upstream connection {count} {handler.path}", flush=True)
+        if handler.path == "/live.ts":
+            super()._answer(handler)
+            return
+        path = handler.path
         if path == "/live.m3u8":
-            kind, body = "application/vnd.apple.mpegurl", segments.playlist()
+            kind, body = "application/vnd.apple.mpegurl", self.segments.playlist()
         elif path.startswith("/segment") and path.endswith(".ts"):
-            kind, body = "video/mp2t", segments.segment(int(path[len("/segment") : -3]))
+            kind, body = "video/mp2t", self.segments.segment(int(path[len("/segment") : -3]))
         else:
             kind, body = "text/plain", b"not found"
         status = "404 Not Found" if kind == "text/plain" else "200 OK"
         head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n\r\n"
-        writer.write(head.encode() + body)
-        await writer.drain()
-        request = await reader.readuntil(b"\r\n\r\n")
-        path = request.split(b" ", 2)[1].decode()
-
-
-async def serve(args: argparse.Namespace, segments: Segments | None = None) -> None:
-    """Serve until cancelled; ``segments`` are the HLS playlist's (made from ``args`` if None)."""
-    source = stream_bytes()
-    write_size = args.write_size - args.write_size % PACKET
-    chunks = [source[i : i + write_size] for i in range(0, len(source), write_size)]
-    segments = segments or Segments(source, args.bitrate, args.segment_seconds)
-    connections = itertools.count(1)
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        request = await reader.readuntil(b"\r\n\r\n")
-        path = request.split(b" ", 2)[1].decode()
-        print(f"upstream connection {next(connections)} {path}", flush=True)
         try:
-            if path == "/live.ts":
-                await stream(writer, chunks, args.bitrate)
-            else:
-                await hls(reader, writer, path, segments)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
+            handler.wfile.write(head.encode() + body)  # in one write, as an origin answers
+        except OSError:
+            handler.close_connection = True  # the viewer left
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    Path(args.port_file).write_text(str(server.sockets[0].getsockname()[1]))  # noqa: ASYNC240
-    async with server:
-        await server.serve_forever()
+    def _chunks(self, path: str) -> Chunks:
+        for chunk in itertools.cycle(self._writes):
+            yield chunk, len(chunk) * 8 / self.bitrate
 
 
 def arguments_parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -138,4 +136,12 @@ def arguments_parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(arguments_parse()))
+    arguments = arguments_parse()
+    upstream = SampleUpstream(
+        bitrate=arguments.bitrate,
+        write_size=arguments.write_size,
+        segment_seconds=arguments.segment_seconds,
+        log_connections=True,
+    )
+    Path(arguments.port_file).write_text(str(upstream.port))
+    threading.Event().wait()

@@ -1,5 +1,5 @@
-"""A real HLS origin for tests: an HTTP/1.1 server on loopback serving segments that FFmpeg's
-own HLS muxer (through PyAV) cut from a generated video.
+"""A real HLS origin for tests and benchmarks: an HTTP/1.1 server on loopback serving segments
+that FFmpeg's own HLS muxer (through PyAV) cut from a generated video.
 
 Every video frame shows its index as a row of black and white blocks (:func:`frame_index`
 reads it back), so a test can decode what a viewer received and check that the frames come in
@@ -42,7 +42,7 @@ import numpy as np
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from tests.channels_admin.upstream import peer_closed
+from loopback_fakes.server import LoopbackServer, peer_closed
 
 WIDTH, HEIGHT, FPS = 160, 96, 10
 SEGMENT_SECONDS = 0.5
@@ -175,31 +175,15 @@ class HlsOrigin:
         self._started = time.monotonic()
         self._frozen: int | None = None
         self._lock = threading.Lock()
-        origin = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive
-
-            def setup(self) -> None:
-                super().setup()
-                origin._connection_opened(self.connection)
-
-            def finish(self) -> None:
-                origin._connection_closed(self.connection)
-                super().finish()
-
-            def do_GET(self) -> None:
-                origin._serve(self)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = LoopbackServer(
+            self._serve,
+            keep_alive=True,
+            opened=self._connection_opened,
+            closed=self._connection_closed,
+        )
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}{path}"
+        return self._server.url(path)
 
     def restart(self) -> None:
         """A fresh live clock and record, nothing missing or stalled."""
@@ -225,8 +209,7 @@ class HlsOrigin:
         return [r.path for r in self.requests if r.path.endswith(suffix)]
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
     def _connection_opened(self, sock) -> None:
         """Count the connections open now: the earlier ones whose client has not closed its
