@@ -26,7 +26,7 @@ from config.memory_return import MemoryReturn  # noqa: E402
 from config.rate_limits import RateLimitGate  # noqa: E402
 from config.static_files import StaticFiles  # noqa: E402
 from core.backpressure import PacedStreams  # noqa: E402
-from segmentation.services.engines import engine_announce, engine_get  # noqa: E402
+from segmentation.services.process_engine import engine_announce, engine_get  # noqa: E402
 
 http_application = MemoryReturn(
     RateLimitGate(

@@ -8,7 +8,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from config import __version__
-from segmentation.services.engines import engine_describe
+from segmentation.services.process_engine import engine_describe
 
 
 @require_GET

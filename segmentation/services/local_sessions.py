@@ -52,7 +52,7 @@ from segmentation.errors import (
 from segmentation.rle import rle_decode
 from segmentation.services.engine_budget import EngineBudget
 from segmentation.services.engine_turns import engine_room_check, engine_turn, engine_turns
-from segmentation.services.engines import engine_get
+from segmentation.services.process_engine import engine_get
 from segmentation.services.session_registry import Session, SessionRegistry
 from segmentation.services.session_types import (
     Annotations,

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_safe
 from segmentation.errors import ErrorCode
 from segmentation.graphql.types import VIDEO_TYPE
 from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id
-from segmentation.services.engines import engine_describe
+from segmentation.services.process_engine import engine_describe
 from segmentation.views.responses import error_response
 
 
