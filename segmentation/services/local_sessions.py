@@ -3,7 +3,8 @@ and of each inference worker's (segmentation/workers/worker.py runs the same ope
 
 A session wraps one engine state for one video. Each has its own lock, so sessions never
 wait on each other's inference, and a cancel flag that is set without taking that lock. The
-sessions are kept, expired and capped by their registry (``session_registry.py``).
+sessions are kept, expired and capped by their registry (``session_registry.py``); what an
+export holds and what an import gives the engine are made in ``state_annotations.py``.
 Each session's prompts spend engine time from a budget of its own (``engine_budget.py``), and
 every engine call takes a turn of the process's engine, shared fairly between the sessions'
 clients (``engine_turns.py``).
@@ -25,7 +26,6 @@ was paid for as clicks or done by propagations.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import sys
 import threading
@@ -33,14 +33,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from functools import cache
 
-import numpy as np
 from django.conf import settings
 from django.core import signing
 
 from core.fair_turns import FairTurns, Turn
 from core.malloc import memory_return
 from core.threads import Stopped, iterate_in_thread
-from segmentation.engines.base import DIRECTIONS, Direction, Masks, Prompt, PromptError, VideoState
+from segmentation.engines.base import DIRECTIONS, Direction, Masks, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import (
     BadUserInput,
@@ -49,7 +48,6 @@ from segmentation.errors import (
     TooManySessions,
     UnsupportedMedia,
 )
-from segmentation.rle import rle_decode
 from segmentation.services.engine_budget import EngineBudget
 from segmentation.services.engine_turns import engine_room_check, engine_turn, engine_turns
 from segmentation.services.process_engine import engine_get
@@ -59,9 +57,9 @@ from segmentation.services.session_types import (
     Clicks,
     FrameMasks,
     HeldSession,
-    ObjectMask,
     Propagation,
 )
+from segmentation.services.state_annotations import frame_annotated, object_import
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +197,7 @@ class LocalSessions:
         session = self.registry.get(session_id)
         with _held(session):
             state: VideoState = session.state
-            frames = (_annotated(state, i) for i in range(state.frame_count))
+            frames = (frame_annotated(state=state, frame_index=i) for i in range(state.frame_count))
             return Annotations(session.video_path, tuple(f for f in frames if f.objects))
 
     def import_annotations(
@@ -233,7 +231,7 @@ class LocalSessions:
                 state.clear_points_in_video()
             for frame in frames:
                 for item in sorted(frame.objects, key=lambda item: item.object_id):
-                    _import_object(state, frame.frame_index, item)
+                    object_import(state=state, frame_index=frame.frame_index, item=item)
                     session.shown.add((frame.frame_index, item.object_id))
             masks = [(f.frame_index, state.masks(frame_index=f.frame_index)) for f in frames]
         return [FrameMasks.from_masks(i, frame) for i, frame in masks]
@@ -470,49 +468,6 @@ def _engine_frames(
             return
         done += 1
         yield step
-
-
-def _annotated(state: VideoState, frame_index: int) -> FrameMasks:
-    """The frame's non-empty masks and its clicked objects' masks, with their clicks."""
-    clicked = {
-        object_id: prompts[frame_index]
-        for object_id, prompts in state.prompts.items()
-        if frame_index in prompts
-    }
-    masks = state.masks(frame_index=frame_index)
-    frame = FrameMasks.from_masks(
-        frame_index, {i: mask for i, mask in masks.items() if mask.any() or i in clicked}
-    )
-    objects = tuple(
-        _with_clicks(item, clicked[item.object_id], state) if item.object_id in clicked else item
-        for item in frame.objects
-    )
-    return dataclasses.replace(frame, objects=objects)
-
-
-def _with_clicks(item: ObjectMask, prompt: Prompt, state: VideoState) -> ObjectMask:
-    # The engine keeps clicks in pixels, scaled from [0, 1] by (width - 1, height - 1)
-    # (VideoState._prompt): normalized back the same way, they give the same pixels again.
-    size = np.array([max(state.frames.width - 1, 1), max(state.frames.height - 1, 1)], float)
-    points = (prompt.points / size).tolist()
-    return dataclasses.replace(item, points=points, labels=[int(n) for n in prompt.labels])
-
-
-def _import_object(state: VideoState, frame_index: int, item: ObjectMask) -> None:
-    if item.points is not None:
-        state.add_points(
-            frame_index=frame_index,
-            object_id=item.object_id,
-            points=item.points,
-            labels=item.labels or [],
-            clear_old_points=True,
-        )
-        return
-    try:
-        mask = rle_decode(item.rle)
-    except ValueError as error:
-        raise BadUserInput(f"frame {frame_index}, object {item.object_id}: {error}") from None
-    state.give_mask(frame_index=frame_index, object_id=item.object_id, mask=mask)
 
 
 @contextlib.contextmanager
