@@ -26,7 +26,7 @@ from edge.body_limit import RequestBodyLimit  # noqa: E402
 from edge.memory_return import MemoryReturn  # noqa: E402
 from edge.rate_limit_gate import RateLimitGate  # noqa: E402
 from edge.static_files import StaticFiles  # noqa: E402
-from segmentation.services.engines import engine_announce, engine_get  # noqa: E402
+from segmentation.services.process_engine import engine_announce, engine_get  # noqa: E402
 
 http_application = MemoryReturn(
     RateLimitGate(

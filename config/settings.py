@@ -178,8 +178,8 @@ GRAPHENE = {
 # SAM2_CHECKPOINT=tiny (a size, an official file's stem, or edgetam) finds them.
 SAM2_MODELS_DIR = Path(env_str("SAM2_MODELS_DIR", "") or VAR_DIR / "models").resolve()
 # The engine behind the segmentation API, and its options (checked at start-up). Unset: "auto",
-# which the segmentation app resolves at start-up (segmentation/services/engines.py): a learned
-# checkpoint in the models folder that fits this machine, else classic (engines/choice.py).
+# which the segmentation app resolves at start-up (segmentation/services/process_engine.py): a
+# learned checkpoint in the models folder that fits this machine, else classic (engines/choice.py).
 SEGMENTATION_ENGINE = env_str("SEGMENTATION_ENGINE", "") or "auto"
 SEGMENTATION_ENGINE_OPTIONS = env_options("SEGMENTATION_ENGINE_OPTIONS")
 # With the sam2 engine (set, or chosen), its options from their own variables, after the models

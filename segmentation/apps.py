@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from core.edge_registry import GraphQLCost, graphql_cost_register, health_fields_register
@@ -13,7 +14,7 @@ class SegmentationConfig(AppConfig):
     def ready(self) -> None:
         from segmentation.engines import EngineConfigError, engine_options
         from segmentation.graphql.cost import operation_cost, operation_uploads
-        from segmentation.services.engines import (
+        from segmentation.services.process_engine import (
             engine_chosen,
             engine_chosen_options,
             engine_health,
@@ -33,3 +34,20 @@ class SegmentationConfig(AppConfig):
         # the engine's fields of /healthz.
         graphql_cost_register(GraphQLCost(cost=operation_cost, uploads=operation_uploads))
         health_fields_register(app=self.label, fields=engine_health)
+        _session_host_wire()
+
+
+def _session_host_wire() -> None:
+    """Give the session services their host (``services/sessions.py``): the inference workers'
+    client when ``SEGMENTATION_WORKERS`` is on, else this process's own sessions. Each is made
+    on its first use; the one not chosen is not imported."""
+    from segmentation.services.sessions import session_host_provide
+
+    if settings.SEGMENTATION_WORKERS:
+        from segmentation.workers.client import worker_client
+
+        session_host_provide(worker_client)
+    else:
+        from segmentation.services.local_sessions import local_sessions
+
+        session_host_provide(local_sessions)

@@ -3,21 +3,17 @@ from __future__ import annotations
 from django.conf import settings
 from django.urls import path
 
-from segmentation.views import (
-    annotate_page,
+from segmentation.views.annotation_import import annotations_import
+from segmentation.views.exports import (
     annotations_export,
-    annotations_import,
     coco_instances,
-    frame_image,
-    gallery_page,
     masks_archive,
-    media_file,
-    propagate_in_video,
-    session_engine_view,
-    session_receipt_view,
-    video_names_view,
     yolo_labels,
 )
+from segmentation.views.media import frame_image, media_file
+from segmentation.views.pages import annotate_page, gallery_page, video_names_view
+from segmentation.views.session_info import session_engine_view, session_receipt_view
+from segmentation.views.stream import propagate_in_video
 
 urlpatterns = [
     path("", gallery_page, name="gallery"),

@@ -35,7 +35,7 @@ from core.fair_turns import FairTurns, Turn
 from core.turns import NoTurn
 from segmentation.engines.base import VideoState
 from segmentation.errors import ServerBusy
-from segmentation.services.engines import engine_get
+from segmentation.services.process_engine import engine_get
 
 
 @cache

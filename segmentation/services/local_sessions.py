@@ -2,10 +2,9 @@
 and of each inference worker's (segmentation/workers/worker.py runs the same operations).
 
 A session wraps one engine state for one video. Each has its own lock, so sessions never
-wait on each other's inference, and a cancel flag that is set without taking that lock.
-Sessions expire after an idle timeout, renewed by every operation, and their number is capped, in
-all and for each client (its address, which the caller gives: ``MAX_SESSIONS_PER_CLIENT``), so
-that one client cannot take every place (issue 47).
+wait on each other's inference, and a cancel flag that is set without taking that lock. The
+sessions are kept, expired and capped by their registry (``session_registry.py``); what an
+export holds and what an import gives the engine are made in ``state_annotations.py``.
 Each session's prompts spend engine time from a budget of its own (``engine_budget.py``), and
 every engine call takes a turn of the process's engine, shared fairly between the sessions'
 clients (``engine_turns.py``).
@@ -27,25 +26,20 @@ was paid for as clicks or done by propagations.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
-import numpy as np
 from django.conf import settings
 from django.core import signing
 
 from core.fair_turns import FairTurns, Turn
 from core.malloc import memory_return
 from core.threads import Stopped, iterate_in_thread
-from segmentation.engines.base import DIRECTIONS, Direction, Masks, Prompt, PromptError, VideoState
+from segmentation.engines.base import DIRECTIONS, Direction, Masks, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import (
     BadUserInput,
@@ -54,173 +48,20 @@ from segmentation.errors import (
     TooManySessions,
     UnsupportedMedia,
 )
-from segmentation.rle import rle_decode
 from segmentation.services.engine_budget import EngineBudget
 from segmentation.services.engine_turns import engine_room_check, engine_turn, engine_turns
-from segmentation.services.engines import engine_get
+from segmentation.services.process_engine import engine_get
+from segmentation.services.session_registry import Session, SessionRegistry
 from segmentation.services.session_types import (
     Annotations,
     Clicks,
     FrameMasks,
     HeldSession,
-    ObjectMask,
     Propagation,
 )
+from segmentation.services.state_annotations import frame_annotated, object_import
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class Session:
-    id: str
-    state: Any
-    last_used: float
-    video_path: str = ""
-    client: str = ""  # the address that opened it
-    opened: float = 0.0  # by the registry's clock
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    # the running propagation's stop flag (each propagation puts its own here)
-    cancel: threading.Event = field(default_factory=threading.Event)
-    ended: bool = False  # closed or expired: its state is being freed
-    budget: EngineBudget | None = None  # the engine time its prompts may take; None: no limit
-    # (frame, object) of every mask its answers and propagations held: what a receipt counts
-    shown: set[tuple[int, int]] = field(default_factory=set)
-    replay_of: str = ""  # the lost session whose receipt it replays, if any
-    replay_left: int = 0  # how many more prompts that replay may give unmetered
-
-
-class SessionRegistry:
-    """Thread-safe map of session ID to :class:`Session` with idle expiry, a cap, and a cap for
-    each client (``max_per_client``; 0: none)."""
-
-    def __init__(
-        self,
-        *,
-        idle_timeout: float,
-        max_sessions: int,
-        max_per_client: int = 0,
-        clock: Callable[[], float] = time.monotonic,
-        on_end: Callable[[Session], None] = lambda session: None,
-        budget: Callable[[], EngineBudget | None] = lambda: None,
-    ) -> None:
-        self._idle_timeout = idle_timeout
-        self._max_sessions = max_sessions
-        self._max_per_client = max_per_client
-        self._clock = clock
-        self._on_end = on_end
-        self._budget = budget
-        self._sessions: dict[str, Session] = {}
-        self._guard = threading.Lock()
-
-    def __len__(self) -> int:
-        with self._guard:
-            self._expire_locked()
-            return len(self._sessions)
-
-    def check_room(self, *, client: str = "") -> None:
-        """:class:`TooManyClientSessions` if ``client`` holds its share of the sessions,
-        :class:`TooManySessions` if the server holds its maximum; else nothing."""
-        with self._guard:
-            self._expire_locked()
-            self._check_room_locked(client)
-
-    def _check_room_locked(self, client: str) -> None:
-        if self._max_per_client and client:
-            held = sum(1 for session in self._sessions.values() if session.client == client)
-            if held >= self._max_per_client:
-                raise TooManyClientSessions(
-                    f"this client holds its maximum of {self._max_per_client} sessions; "
-                    "close one or try again later"
-                )
-        if len(self._sessions) >= self._max_sessions:
-            raise TooManySessions(
-                f"the server holds its maximum of {self._max_sessions} sessions; "
-                "close one or try again later"
-            )
-
-    def open(self, *, state: Any, video_path: str = "", client: str = "") -> Session:
-        """A new session for ``client`` (its address; empty: counted in no client's share)."""
-        with self._guard:
-            self._expire_locked()
-            self._check_room_locked(client)
-            now = self._clock()
-            session = Session(
-                id=str(uuid.uuid4()),
-                state=state,
-                last_used=now,
-                video_path=video_path,
-                client=client,
-                opened=now,
-                budget=self._budget(),
-            )
-            self._sessions[session.id] = session
-            return session
-
-    def held(self) -> list[HeldSession]:
-        """Every live session: who opened it, on what, how long ago, idle how long."""
-        with self._guard:
-            self._expire_locked()
-            now = self._clock()
-            return [
-                HeldSession(
-                    session_id=s.id,
-                    client=s.client,
-                    video_path=s.video_path,
-                    age_sec=now - s.opened,
-                    idle_sec=now - s.last_used,
-                )
-                for s in self._sessions.values()
-            ]
-
-    def get(self, session_id: str) -> Session:
-        """The live session with that ID, its idle timer renewed; else :class:`SessionNotFound`."""
-        with self._guard:
-            self._expire_locked()
-            session = self._sessions.get(session_id)
-            if session is None:
-                raise SessionNotFound(f"no session with id {session_id!r}")
-            session.last_used = self._clock()
-            return session
-
-    def touch(self, session_id: str) -> bool:
-        try:
-            self.get(session_id)
-        except SessionNotFound:
-            return False
-        return True
-
-    def close(self, session_id: str) -> bool:
-        with self._guard:
-            session = self._sessions.pop(session_id, None)
-        if session is None:
-            return False
-        self._end(session)
-        return True
-
-    def close_idle(self) -> int:
-        """Close every session that no operation holds now; how many are still held."""
-        with self._guard:
-            self._expire_locked()
-            sessions = list(self._sessions.values())
-        held = 0
-        for session in sessions:
-            if session.lock.acquire(blocking=False):
-                session.lock.release()
-                self.close(session.id)
-            else:
-                held += 1
-        return held
-
-    def _expire_locked(self) -> None:
-        deadline = self._clock() - self._idle_timeout
-        for session_id in [s.id for s in self._sessions.values() if s.last_used < deadline]:
-            self._end(self._sessions.pop(session_id))
-
-    def _end(self, session: Session) -> None:
-        session.ended = True
-        # A propagation still running on this session stops at its next frame.
-        session.cancel.set()
-        self._on_end(session)
 
 
 def _session_free(session: Session) -> None:
@@ -356,7 +197,7 @@ class LocalSessions:
         session = self.registry.get(session_id)
         with _held(session):
             state: VideoState = session.state
-            frames = (_annotated(state, i) for i in range(state.frame_count))
+            frames = (frame_annotated(state=state, frame_index=i) for i in range(state.frame_count))
             return Annotations(session.video_path, tuple(f for f in frames if f.objects))
 
     def import_annotations(
@@ -390,7 +231,7 @@ class LocalSessions:
                 state.clear_points_in_video()
             for frame in frames:
                 for item in sorted(frame.objects, key=lambda item: item.object_id):
-                    _import_object(state, frame.frame_index, item)
+                    object_import(state=state, frame_index=frame.frame_index, item=item)
                     session.shown.add((frame.frame_index, item.object_id))
             masks = [(f.frame_index, state.masks(frame_index=f.frame_index)) for f in frames]
         return [FrameMasks.from_masks(i, frame) for i, frame in masks]
@@ -627,49 +468,6 @@ def _engine_frames(
             return
         done += 1
         yield step
-
-
-def _annotated(state: VideoState, frame_index: int) -> FrameMasks:
-    """The frame's non-empty masks and its clicked objects' masks, with their clicks."""
-    clicked = {
-        object_id: prompts[frame_index]
-        for object_id, prompts in state.prompts.items()
-        if frame_index in prompts
-    }
-    masks = state.masks(frame_index=frame_index)
-    frame = FrameMasks.from_masks(
-        frame_index, {i: mask for i, mask in masks.items() if mask.any() or i in clicked}
-    )
-    objects = tuple(
-        _with_clicks(item, clicked[item.object_id], state) if item.object_id in clicked else item
-        for item in frame.objects
-    )
-    return dataclasses.replace(frame, objects=objects)
-
-
-def _with_clicks(item: ObjectMask, prompt: Prompt, state: VideoState) -> ObjectMask:
-    # The engine keeps clicks in pixels, scaled from [0, 1] by (width - 1, height - 1)
-    # (VideoState._prompt): normalized back the same way, they give the same pixels again.
-    size = np.array([max(state.frames.width - 1, 1), max(state.frames.height - 1, 1)], float)
-    points = (prompt.points / size).tolist()
-    return dataclasses.replace(item, points=points, labels=[int(n) for n in prompt.labels])
-
-
-def _import_object(state: VideoState, frame_index: int, item: ObjectMask) -> None:
-    if item.points is not None:
-        state.add_points(
-            frame_index=frame_index,
-            object_id=item.object_id,
-            points=item.points,
-            labels=item.labels or [],
-            clear_old_points=True,
-        )
-        return
-    try:
-        mask = rle_decode(item.rle)
-    except ValueError as error:
-        raise BadUserInput(f"frame {frame_index}, object {item.object_id}: {error}") from None
-    state.give_mask(frame_index=frame_index, object_id=item.object_id, mask=mask)
 
 
 @contextlib.contextmanager

@@ -4,18 +4,19 @@ A session lives in the memory of the process that runs its engine, its *host*: t
 (the embedded default, ``local_sessions.py``), or the inference worker that opened it when
 ``SEGMENTATION_WORKERS`` is on (``workers/client.py`` asks it over the channel layer). Both
 hosts take the same operations and answer with the same typed results (``session_types.py``).
-The annotation import, which drives a host a frame at a time, is ``annotation_imports.py``.
+This module knows the host only as :class:`SessionHost`: which one answers is given to it
+(:func:`session_host_provide`) by the app's ``ready()`` (``apps.py``), above the services, so
+that the services never import the workers. The annotation import, which drives a host a frame
+at a time, is ``annotation_imports.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
-
-from django.conf import settings
 
 from segmentation.engines.base import Direction
 from segmentation.selectors import video_get
-from segmentation.services.local_sessions import local_sessions
 from segmentation.services.session_types import (
     Annotations,
     Clicks,
@@ -24,7 +25,6 @@ from segmentation.services.session_types import (
     Propagation,
 )
 from segmentation.services.videos import media_path
-from segmentation.workers.client import worker_client
 
 
 class SessionHost(Protocol):
@@ -71,11 +71,22 @@ class SessionHost(Protocol):
     ) -> Propagation: ...
 
 
+_host: Callable[[], SessionHost] | None = None
+
+
+def session_host_provide(host: Callable[[], SessionHost]) -> None:
+    """Where this process's sessions live from now on: ``host()`` gives the host each operation
+    runs on (called at each operation, so that a host made on first use is made only then)."""
+    global _host
+    _host = host
+
+
 def session_host() -> SessionHost:
-    """This process's sessions, or the inference workers' when there are workers."""
-    if settings.SEGMENTATION_WORKERS:
-        return worker_client()
-    return local_sessions()
+    """The host given by :func:`session_host_provide`: this process's sessions, or the
+    inference workers' when there are workers."""
+    if _host is None:
+        raise RuntimeError("no session host: the segmentation app's ready() provides it")
+    return _host()
 
 
 def session_start(*, path: str, client: str) -> str:

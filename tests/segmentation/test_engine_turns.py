@@ -17,7 +17,8 @@ import requests
 from core.fair_turns import FairTurns
 from segmentation.engines.classic import ClassicEngine
 from segmentation.errors import ErrorCode, ServerBusy, SessionNotFound
-from segmentation.services.local_sessions import LocalSessions, SessionRegistry
+from segmentation.services.local_sessions import LocalSessions
+from segmentation.services.session_registry import SessionRegistry
 from segmentation.services.session_types import Clicks
 from tests.conftest import running_server
 from tests.segmentation.test_graphql_cost import CLICK, click_input

@@ -16,7 +16,8 @@ from segmentation.engines.classic import ClassicEngine
 from segmentation.engines.frames import VideoFileFrames
 from segmentation.errors import ResourceExhausted
 from segmentation.services.engine_budget import EngineBudget
-from segmentation.services.local_sessions import LocalSessions, SessionRegistry
+from segmentation.services.local_sessions import LocalSessions
+from segmentation.services.session_registry import SessionRegistry
 from segmentation.services.session_types import Annotations, Clicks
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 

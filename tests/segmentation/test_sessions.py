@@ -12,7 +12,8 @@ from segmentation.errors import (
     TooManyClientSessions,
     TooManySessions,
 )
-from segmentation.services.local_sessions import LocalSessions, SessionRegistry
+from segmentation.services.local_sessions import LocalSessions
+from segmentation.services.session_registry import SessionRegistry
 from segmentation.services.session_types import HeldSession
 from tests.segmentation.synthetic import HEIGHT, WIDTH, Video
 

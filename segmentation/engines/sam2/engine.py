@@ -24,9 +24,9 @@ from typing import TypeVar
 import numpy as np
 import torch
 
+from core.malloc import malloc_keep_tensors
 from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
 from segmentation.engines.frames import FrameSource
-from segmentation.engines.heap import heap_keep_tensors
 from segmentation.engines.sam2.catalogue import checkpoint_resolve
 from segmentation.engines.sam2.checkpoint import checkpoint_load
 from segmentation.engines.sam2.config import MODEL_SIZES, SIZE_ALIASES
@@ -154,7 +154,7 @@ class Sam2Engine(Engine):
         self.model: Sam2Model = model.to(self.device)
         self.dtype = precision_choose(self.options.precision, self.device)
         if self.device.type == "cpu":
-            heap_keep_tensors()
+            malloc_keep_tensors()
             self.model.channels_last()
         if self.dtype != torch.float32:
             self.model.weights_cast(self.dtype)

@@ -30,7 +30,7 @@ from segmentation.evaluation.runner import (
     interactive_sequence,
     score_mean,
 )
-from segmentation.services.engines import engine_chosen
+from segmentation.services.process_engine import engine_chosen
 
 PROTOCOLS = ("clicks", "first-mask", "corrections")
 

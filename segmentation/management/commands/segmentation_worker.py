@@ -29,7 +29,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.malloc import malloc_arenas_limit
-from segmentation.services.engines import engine_chosen, engine_get
+from segmentation.services.process_engine import engine_chosen, engine_get
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from segmentation.workers.worker import WorkerConsumer, WorkerRuntime
 
