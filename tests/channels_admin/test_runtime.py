@@ -12,7 +12,7 @@ import pytest
 from channels_admin.runtime import StreamRuntime, SwitchOutcome
 from channels_admin.streaming.hub_events import HubEvent, HubReport
 from channels_admin.streaming.sources import Upstream
-from tests.channels_admin.media_upstream import Behaviour, MediaUpstream
+from loopback_fakes.media_upstream import Behaviour, MediaUpstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
