@@ -7,19 +7,11 @@ code of a refused request (a bad body, a method, access) carries its status the 
 
 from __future__ import annotations
 
-import enum
+from core.status_codes import StatusCode
 
 
-class ErrorCode(enum.StrEnum):
+class ErrorCode(StatusCode):
     """A stable code, and the HTTP status the API answers it with."""
-
-    http_status: int
-
-    def __new__(cls, value: str, http_status: int) -> ErrorCode:
-        member = str.__new__(cls, value)
-        member._value_ = value
-        member.http_status = http_status
-        return member
 
     BAD_REQUEST = "BAD_REQUEST", 400
     UNAUTHENTICATED = "UNAUTHENTICATED", 401

@@ -7,19 +7,11 @@ to a web process as plain data, which raises the same error there.
 
 from __future__ import annotations
 
-import enum
+from core.status_codes import StatusCode
 
 
-class ErrorCode(enum.StrEnum):
+class ErrorCode(StatusCode):
     """A stable code, and the HTTP status a plain (non-GraphQL) endpoint answers it with."""
-
-    http_status: int
-
-    def __new__(cls, value: str, http_status: int) -> ErrorCode:
-        member = str.__new__(cls, value)
-        member._value_ = value
-        member.http_status = http_status
-        return member
 
     SESSION_NOT_FOUND = "SESSION_NOT_FOUND", 404
     VIDEO_NOT_FOUND = "VIDEO_NOT_FOUND", 404
