@@ -4,7 +4,7 @@ choice from the models folder, made by the segmentation app rather than the sett
 from __future__ import annotations
 
 from segmentation.engines.choice import EngineChoice
-from segmentation.services.engines import engine_chosen, engine_chosen_options
+from segmentation.services.process_engine import engine_chosen, engine_chosen_options
 
 
 def test_a_named_engine_is_used_with_its_options_as_given(settings, tmp_path):
