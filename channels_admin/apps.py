@@ -2,7 +2,12 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
-from core.edge_registry import shutdown_hook_register
+from core.edge_registry import (
+    StartupPhase,
+    asgi_routes_register,
+    shutdown_hook_register,
+    startup_work_register,
+)
 
 
 class ChannelsAdminConfig(AppConfig):
@@ -11,6 +16,7 @@ class ChannelsAdminConfig(AppConfig):
 
     def ready(self) -> None:
         from channels_admin.runtime import StreamRuntime, stream_runtime_install
+        from channels_admin.services.playlists import playlist_ensure_loaded
         from channels_admin.services.status import StatusRecorder
         from channels_admin.services.stream import stream_hub_shutdown
 
@@ -19,3 +25,9 @@ class ChannelsAdminConfig(AppConfig):
         # The server closes the hub's connections (the upstream's, the relay's in Redis) before
         # it stops.
         shutdown_hook_register(app=self.label, hook=stream_hub_shutdown)
+        # The server loads the playlist a fresh database lacks before the apps' other start-up
+        # work, and routes the streams and the status feed to consumers before Django.
+        startup_work_register(
+            app=self.label, phase=StartupPhase.DATABASE, work=playlist_ensure_loaded
+        )
+        asgi_routes_register(app=self.label, urlconf="channels_admin.routing")

@@ -11,7 +11,6 @@ from edge.docs_pages import docs_index, docs_missing, docs_page, docs_page_unsuf
 from edge.favicon import favicon_ico, favicon_svg
 from edge.graphql import ApiView
 from edge.healthz import healthz
-from segmentation.admin import sessions_admin
 
 admin.site.login_form = ThrottledLoginForm
 
@@ -28,12 +27,9 @@ urlpatterns = [
     path("graphql", csrf_exempt(ApiView.as_view(graphiql=True)), name="graphql"),
     # Before the admin's own route to its login: failed logins are throttled (answered 429).
     path("admin/login/", admin_login, name="admin_login"),
-    # Staff only: who holds which segmentation sessions (they live in memory, not in a table).
-    path(
-        "admin/segmentation/sessions/",
-        admin.site.admin_view(sessions_admin),
-        name="segmentation_sessions",
-    ),
+    # Staff only: who holds which segmentation sessions (they live in memory, not in a table);
+    # before the admin's own URLs, whose catch-all would answer first.
+    path("admin/", include("segmentation.admin_urls")),
     path("admin/", admin.site.urls),
     path("", include("segmentation.urls")),
     path("", include("channels_admin.urls")),

@@ -10,14 +10,15 @@ Django, in two places that give the same answer:
 - ``edge/server.py``, for daphne, which receives a whole body before the application sees any
   of it: there the cap sits in daphne's request class, inside the server.
 
-The cap depends on the path (:func:`body_cap`, the one table): the annotation endpoints (the
-exports and the import) take at most ``MAX_ANNOTATIONS_MB``, everything else the upload limit,
-``MAX_UPLOAD_MB`` and a form's other fields. With the upload limit everywhere, 70 MB posted to an
-export arrived whole before the view refused it (36 such posts held ``/healthz`` at 13x, issue
-47). The refusal is the path's own error: a GraphQL-shaped error for uploads (they come through
-the GraphQL endpoint), the segmentation views' JSON error for the annotation endpoints, both
-with the code ``UPLOAD_TOO_LARGE`` and the CORS headers django-cors-headers would give, so that a
-cross-origin page can read it.
+The cap depends on the path (:func:`body_cap`, the one table): the paths an app registered a
+cap of its own for (:class:`core.edge_registry.BodyCap`: the segmentation app's annotation
+endpoints, the exports and the import, take at most ``MAX_ANNOTATIONS_MB``) take that,
+everything else the upload limit, ``MAX_UPLOAD_MB`` and a form's other fields. With the upload
+limit everywhere, 70 MB posted to an export arrived whole before the view refused it (36 such
+posts held ``/healthz`` at 13x, issue 47). The refusal is the path's own error: a GraphQL-shaped
+error for uploads (they come through the GraphQL endpoint), the registered cap's refusal (the
+segmentation views' JSON error) at its paths, both with the code ``UPLOAD_TOO_LARGE`` and the
+CORS headers django-cors-headers would give, so that a cross-origin page can read it.
 
 A body refused at its head is still read, and dropped, until the client has sent it, so that the
 client reads the answer rather than a reset (as nginx's lingering close does). That reading is
@@ -30,7 +31,6 @@ ahead of its share; a connection held past the server's linger is cut.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -39,7 +39,7 @@ from corsheaders.middleware import CorsMiddleware
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from segmentation.annotation_json import annotations_too_large
+from core.edge_registry import body_cap_of
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -51,17 +51,13 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 FORM_OVERHEAD = 64 * 1024
 
 
-# The paths whose body is an annotation file (segmentation/urls.py): the exports and the import.
-ANNOTATION_PATHS = re.compile(
-    r"/annotations/(?:coco\.json|yolo\.zip|masks\.zip)|/sessions/[^/]+/annotations"
-)
-
-
 def body_cap(path: str) -> int:
-    """The largest request body accepted at ``path``, in bytes: an annotation file's limit at
-    the annotation endpoints, elsewhere the upload limit and a form's other fields."""
-    if ANNOTATION_PATHS.fullmatch(path):
-        return settings.MAX_ANNOTATIONS_BYTES
+    """The largest request body accepted at ``path``, in bytes: the cap an app registered for
+    the path (an annotation file's limit at the annotation endpoints), elsewhere the upload
+    limit and a form's other fields."""
+    registered = body_cap_of(path)
+    if registered is not None:
+        return registered.max_bytes()
     return settings.MAX_UPLOAD_BYTES + FORM_OVERHEAD
 
 
@@ -100,9 +96,9 @@ def body_refusal(
     """The answer to a request whose body, ``size`` bytes (declared, or received so far), is
     over its path's cap: 413 with the code ``UPLOAD_TOO_LARGE`` in the path's own error format,
     the CORS headers for the request's origin, and the connection closed."""
-    if ANNOTATION_PATHS.fullmatch(path):
-        error = annotations_too_large(size=size, max_bytes=settings.MAX_ANNOTATIONS_BYTES)
-        content: dict[str, Any] = {"error": error.message, "code": error.code.value}
+    registered = body_cap_of(path)
+    if registered is not None:
+        content: dict[str, Any] = dict(registered.refusal(size))
     else:
         megabytes = settings.MAX_UPLOAD_BYTES // (1024 * 1024)
         content = {

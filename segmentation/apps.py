@@ -4,7 +4,16 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from core.edge_registry import GraphQLCost, graphql_cost_register, health_fields_register
+from core.edge_registry import (
+    GraphQLCost,
+    GraphQLPart,
+    StartupPhase,
+    body_cap_register,
+    graphql_cost_register,
+    graphql_part_register,
+    health_fields_register,
+    startup_work_register,
+)
 
 
 class SegmentationConfig(AppConfig):
@@ -14,11 +23,15 @@ class SegmentationConfig(AppConfig):
     def ready(self) -> None:
         from segmentation.engines import EngineConfigError, engine_options
         from segmentation.graphql.cost import operation_cost, operation_uploads
+        from segmentation.graphql.schema import Mutations, Queries
+        from segmentation.graphql.types import Video
         from segmentation.services.process_engine import (
             engine_chosen,
             engine_chosen_options,
             engine_health,
+            engine_start,
         )
+        from segmentation.views.annotation_posts import ANNOTATIONS_BODY_CAP
 
         # The engine is chosen here (SEGMENTATION_ENGINE, or with "auto" from the models
         # folder), and a bad engine name or option stops start-up here, not at the first click.
@@ -30,10 +43,16 @@ class SegmentationConfig(AppConfig):
                 f"SEGMENTATION_ENGINE={engine!r} "
                 f"(options from SEGMENTATION_ENGINE_OPTIONS): {error}"
             ) from None
-        # What the HTTP edge needs from this app: what a GraphQL operation costs the engine, and
-        # the engine's fields of /healthz.
+        # What the HTTP edge needs from this app: its part of the GraphQL schema, what an
+        # operation costs the engine, the engine's fields of /healthz, the engine loaded as the
+        # server starts, and the annotation files' cap while they arrive.
+        graphql_part_register(
+            app=self.label, part=GraphQLPart(queries=Queries, mutations=Mutations, types=(Video,))
+        )
         graphql_cost_register(GraphQLCost(cost=operation_cost, uploads=operation_uploads))
         health_fields_register(app=self.label, fields=engine_health)
+        startup_work_register(app=self.label, phase=StartupPhase.PROCESS, work=engine_start)
+        body_cap_register(app=self.label, cap=ANNOTATIONS_BODY_CAP)
         _session_host_wire()
 
 

@@ -77,6 +77,16 @@ def engine_announce() -> str:
     return line
 
 
+def engine_start() -> None:
+    """The server's start-up work for the engine (registered with the edge by ``apps.py``):
+    load it, then say which answers and why."""
+    # Load the engine now: a bad checkpoint stops the server at start, and no click waits for it.
+    # With inference workers, they hold the engine and this process none.
+    if not settings.SEGMENTATION_WORKERS:
+        engine_get()
+    engine_announce()
+
+
 def engine_health() -> dict[str, str]:
     """What ``/healthz`` reports of the engine (registered with the edge at start-up)."""
     return {
