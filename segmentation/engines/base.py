@@ -183,7 +183,8 @@ class Engine(abc.ABC):
     Options: ClassVar[type[EngineOptions]] = EngineOptions
     # Whether a mask given as a prompt (:meth:`VideoState.add_mask`) runs the model, as a click
     # does (SAM 2 decodes it on the frame's features for the object's pointer), rather than
-    # being kept as it is: what an imported mask is charged (segmentation/graphql/cost.py).
+    # being kept as it is: what an imported mask is charged
+    # (segmentation/services/engine_prices.py).
     given_masks_run_model: ClassVar[bool] = True
 
     def __init__(self, options: EngineOptions | None = None) -> None:

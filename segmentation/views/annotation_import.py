@@ -22,8 +22,8 @@ from core.rate_limits import CostMeter
 from core.threads import call_in_thread
 from segmentation.annotation_json import annotations_bound
 from segmentation.errors import ErrorCode, SegmentationError
-from segmentation.graphql.cost import file_cost, frame_cost, import_prompts_check
 from segmentation.services.annotation_imports import session_annotations_import
+from segmentation.services.engine_prices import file_cost, frame_cost, import_prompts_check
 from segmentation.services.process_engine import engine_given_masks_run_model
 from segmentation.services.session_types import FrameMasks
 from segmentation.services.uploads import annotations_read

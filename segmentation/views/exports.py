@@ -24,9 +24,9 @@ from django.views.decorators.http import require_safe
 from core.threads import call_in_thread
 from segmentation.annotation_json import annotations_bound
 from segmentation.errors import ErrorCode, SegmentationError
-from segmentation.graphql.cost import EXPORT, file_cost
 from segmentation.selectors import videos_at
 from segmentation.services.coco_instances import coco_instances_build
+from segmentation.services.engine_prices import EXPORT, file_cost
 from segmentation.services.exports import export_convert
 from segmentation.services.mask_archives import mask_archive_build
 from segmentation.services.sessions import session_annotations
@@ -84,8 +84,9 @@ async def _converted(
     """The posted annotations (the export format), converted by ``build`` and answered as a
     download. A file over the bounds of ``annotation_json.py`` is refused first; the request is
     charged to the client's cost limit by the file's size and a flat part (capped: see
-    ``segmentation/graphql/cost.py``) before it is parsed; the check and the conversion run in an
-    export process (``services/exports.py``), killed when the client hangs up."""
+    ``segmentation/services/engine_prices.py``) before it is parsed; the check and the
+    conversion run in an export process (``services/exports.py``), killed when the client hangs
+    up."""
     if request.method != "POST":
         return error_response(
             405, ErrorCode.BAD_USER_INPUT, "method not allowed: POST the annotations"

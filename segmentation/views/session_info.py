@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
 from segmentation.errors import SegmentationError
-from segmentation.graphql.cost import RECEIPT
+from segmentation.services.engine_prices import RECEIPT
 from segmentation.services.sessions import session_engine, session_receipt
 from segmentation.views.cost_charges import charged
 from segmentation.views.responses import refusal

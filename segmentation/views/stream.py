@@ -19,7 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 from core.client_address import client_address
 from core.rate_limits import rate_limit_refusal, rate_limit_wait
 from segmentation.errors import ErrorCode, SegmentationError
-from segmentation.graphql.cost import PROPAGATION
+from segmentation.services.engine_prices import PROPAGATION
 from segmentation.services.session_types import Propagation
 from segmentation.services.sessions import session_propagation
 from segmentation.views.responses import error_response, refusal
