@@ -5,6 +5,7 @@ viewer leaves, the upstream closes or :meth:`TsStream.drop` cuts it."""
 
 from __future__ import annotations
 
+import abc
 import collections
 import http.server
 import threading
@@ -19,7 +20,7 @@ Chunks = Iterator[tuple[bytes | None, float]]
 CATCH_UP_SEC = 0.5  # a writer that fell behind sends at most this much faster than real time
 
 
-class TsStream:
+class TsStream(abc.ABC):
     """The server, its record of connections and the pacing; a subclass says what each path
     sends (:meth:`_chunks`) and whether it refuses it (:meth:`_refused`)."""
 
@@ -61,8 +62,9 @@ class TsStream:
     def _refused(self, path: str) -> bool:
         return False
 
+    @abc.abstractmethod
     def _chunks(self, path: str) -> Chunks:
-        raise NotImplementedError
+        """What the upstream sends on ``path``: each kind of fake says it."""
 
     def _answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         connection = Connection(
