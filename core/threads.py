@@ -13,10 +13,11 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+Made = TypeVar("Made")
 _END = object()
 POLL_SECONDS = 0.5
 
@@ -113,3 +114,29 @@ async def call_in_thread(
         return await future
     finally:
         stop.set()
+
+
+class MadeOnce(Generic[Made]):
+    """A process-wide object, made by ``make`` on first use, once however many threads ask at
+    once: ``functools.cache`` lets threads that ask together each make their own, and two
+    session registries, or two sets of engine turns, would each keep their own caps.
+    ``cache_clear()`` forgets it (tests)."""
+
+    def __init__(self, make: Callable[[], Made]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._made: Made | None = None
+        self.__doc__ = make.__doc__
+
+    def __call__(self) -> Made:
+        made = self._made
+        if made is None:
+            with self._lock:
+                if self._made is None:
+                    self._made = self._make()
+                made = self._made
+        return made
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._made = None

@@ -27,18 +27,18 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from functools import cache
 
 from django.conf import settings
 
 from core.fair_turns import FairTurns, Turn
+from core.threads import MadeOnce
 from core.turns import NoTurn
 from segmentation.engines.base import VideoState
 from segmentation.errors import ServerBusy
 from segmentation.services.process_engine import engine_get
 
 
-@cache
+@MadeOnce
 def engine_turns() -> FairTurns:
     """The process's turns, configured from settings on first use."""
     return FairTurns(

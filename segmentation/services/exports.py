@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from functools import cache
 
 from django.conf import settings
 
 from core.processes import ProcessPool
+from core.threads import MadeOnce
 from core.turns import NoTurn
 from segmentation.annotation_check import frames_check
 from segmentation.errors import ServerBusy
@@ -30,7 +30,7 @@ NICENESS = 10  # below the server's requests: an export may wait, a click should
 IDLE_SEC = 60.0  # an export process left idle this long ends, and gives its memory back
 
 
-@cache
+@MadeOnce
 def export_processes() -> ProcessPool:
     """The server's export processes, from the settings on first use."""
     return ProcessPool(

@@ -31,14 +31,13 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from functools import cache
 
 from django.conf import settings
 from django.core import signing
 
 from core.fair_turns import FairTurns, Turn
 from core.malloc import memory_return
-from core.threads import Stopped, iterate_in_thread
+from core.threads import MadeOnce, Stopped, iterate_in_thread
 from segmentation.engines.base import DIRECTIONS, Direction, Masks, PromptError, VideoState
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import (
@@ -386,7 +385,7 @@ def _client(session: Session) -> str:
     return session.client or f"session {session.id}"
 
 
-@cache
+@MadeOnce
 def local_sessions() -> LocalSessions:
     """The process's sessions, configured from settings on first use."""
     return LocalSessions(

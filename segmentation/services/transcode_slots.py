@@ -21,10 +21,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from functools import cache
 
 from django.conf import settings
 
+from core.threads import MadeOnce
 from core.turns import NoTurn, Turns, TurnTimedOut
 from segmentation.errors import ServerBusy
 
@@ -67,7 +67,7 @@ class TranscodeSlots:
             yield
 
 
-@cache
+@MadeOnce
 def transcode_slots() -> TranscodeSlots:
     """The process's slots, from the settings on first use."""
     return TranscodeSlots(
