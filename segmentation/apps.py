@@ -29,7 +29,6 @@ class SegmentationConfig(AppConfig):
             engine_chosen,
             engine_chosen_options,
             engine_health,
-            engine_start,
         )
         from segmentation.views.annotation_posts import ANNOTATIONS_BODY_CAP
 
@@ -45,15 +44,32 @@ class SegmentationConfig(AppConfig):
             ) from None
         # What the HTTP edge needs from this app: its part of the GraphQL schema, what an
         # operation costs the engine, the engine's fields of /healthz, the engine loaded as the
-        # server starts, and the annotation files' cap while they arrive.
+        # server starts (with the uploads being prepared), and the annotation files' cap while
+        # they arrive.
         graphql_part_register(
             app=self.label, part=GraphQLPart(queries=Queries, mutations=Mutations, types=(Video,))
         )
         graphql_cost_register(GraphQLCost(cost=operation_cost, uploads=operation_uploads))
         health_fields_register(app=self.label, fields=engine_health)
-        startup_work_register(app=self.label, phase=StartupPhase.PROCESS, work=engine_start)
+        startup_work_register(app=self.label, phase=StartupPhase.PROCESS, work=_process_start)
         body_cap_register(app=self.label, cap=ANNOTATIONS_BODY_CAP)
         _session_host_wire()
+
+
+def _process_start() -> None:
+    """The app's start-up work in the server: the engine loaded, the uploads being prepared
+    kept, those a previous run left taken up (``services/preparations.py``), and, where this
+    process holds the sessions, its propagation jobs watched, those a previous run left taken
+    up (``services/propagation_jobs.py``; inference workers watch theirs)."""
+    from segmentation.services.preparations import preparations_keep
+    from segmentation.services.process_engine import engine_start
+
+    engine_start()
+    preparations_keep()
+    if not settings.SEGMENTATION_WORKERS:
+        from segmentation.services.local_sessions import local_sessions
+
+        local_sessions().jobs_watch()
 
 
 def _session_host_wire() -> None:

@@ -15,6 +15,9 @@ class ErrorCode(StatusCode):
 
     SESSION_NOT_FOUND = "SESSION_NOT_FOUND", 404
     VIDEO_NOT_FOUND = "VIDEO_NOT_FOUND", 404
+    JOB_NOT_FOUND = "JOB_NOT_FOUND", 404
+    # No upload being prepared, or failed, of this client's by that ID (POST /uploads)
+    UPLOAD_NOT_FOUND = "UPLOAD_NOT_FOUND", 404
     BAD_USER_INPUT = "BAD_USER_INPUT", 400
     UPLOAD_TOO_LARGE = "UPLOAD_TOO_LARGE", 413
     # A stored video that cannot be decoded: the request was understood, the media was not.
@@ -67,6 +70,14 @@ class TooManyClientSessions(SegmentationError):
 
 class VideoNotFound(SegmentationError):
     code = ErrorCode.VIDEO_NOT_FOUND
+
+
+class UploadNotFound(SegmentationError):
+    code = ErrorCode.UPLOAD_NOT_FOUND
+
+
+class JobNotFound(SegmentationError):
+    code = ErrorCode.JOB_NOT_FOUND
 
 
 class BadUserInput(SegmentationError):

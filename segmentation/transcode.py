@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -149,6 +150,7 @@ def transcode(
     label: str | None = None,
     limits: Limits | None = None,
     threads: int = 0,
+    progress: Callable[[int], None] | None = None,
 ) -> VideoInfo:
     """Re-encode ``source`` as H.264 MP4 at ``fps``, its longest side at most ``max_side``,
     from ``start`` seconds for at most ``duration`` seconds. Frames are picked by timestamp, so
@@ -159,7 +161,8 @@ def transcode(
     FFmpeg picks, one per core and one more, up to 16); each of the decoder's threads holds
     frames of its own (16 UHD uploads transcoded one at a time took the server from 172 MB to
     a peak of 344-366 MB on one thread each, 716-726 MB with the decoder on 16). Messages call
-    the source ``label`` (by default its name)."""
+    the source ``label`` (by default its name); ``progress`` is told how many frames are
+    written, after each."""
     label = label or source.name
     try:
         container = av.open(str(source))
@@ -174,7 +177,17 @@ def transcode(
         stream.thread_type = "AUTO"
         stream.codec_context.thread_count = threads
         written = _encode(
-            container, stream, destination, fps, max_side, start, duration, limits, label, threads
+            container,
+            stream,
+            destination,
+            fps,
+            max_side,
+            start,
+            duration,
+            limits,
+            label,
+            threads,
+            progress,
         )
     except av.error.FFmpegError as error:
         destination.unlink(missing_ok=True)
@@ -201,6 +214,7 @@ def _encode(
     limits: Limits | None,
     label: str,
     threads: int,
+    progress: Callable[[int], None] | None,
 ) -> int:
     width, height = stream.codec_context.width, stream.codec_context.height
     if not width or not height:
@@ -233,6 +247,8 @@ def _encode(
                 for packet in encoder.encode(picture):
                     output.mux(packet)
                 written += 1
+                if progress is not None:
+                    progress(written)
 
         # Output frame n shows the last source frame at or before time start + n / fps.
         first_time = previous = previous_at = None

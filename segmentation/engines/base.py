@@ -35,6 +35,14 @@ calls :attr:`VideoState.between_steps` between them (a no-op unless set), where 
 let other work run first (``segmentation/services/engine_turns.py``), and an engine says how many
 of its calls a machine runs at once (:meth:`Engine.calls_at_once`).
 
+A state keeps every frame's result until whoever runs it sets :attr:`VideoState.recall`: the
+masks kept elsewhere (the session's store) for a frame, every object's as last shown. From then
+on the state keeps only what the next frame needs, so that its memory stays flat however long
+the video (each engine's docstring says what it keeps), and asks ``recall`` for the rest: a
+frame's masks it no longer holds, the mask a correction far from the last tracked frame starts
+from. :meth:`VideoState.restore` gives a new state a stored anchor (after a reload or a restart)
+without running the model.
+
 Masks are boolean ``H x W`` arrays at the video's own resolution, keyed by object ID, and never
 overlap: each pixel belongs to at most one object. Points are normalized ``[x, y]`` in [0, 1];
 labels are 1 (positive: the object is here) or 0 (negative: it is not). A box travels as in SAM
@@ -217,6 +225,9 @@ class VideoState(abc.ABC):
         self.between_steps: Callable[[], None] = _no_pause
         self.prompts: dict[int, dict[int, Prompt]] = {}  # object ID -> frame index -> clicks
         self.object_ids: list[int] = []  # in order of first appearance
+        # set by whoever runs the state: the masks kept elsewhere for a frame, every object's as
+        # last shown ({} when none). None: the state keeps every result itself.
+        self.recall: Callable[[int], Masks] | None = None
 
     @property
     def frame_count(self) -> int:
@@ -267,6 +278,57 @@ class VideoState(abc.ABC):
         if object_id not in self.object_ids:
             self.object_ids.append(object_id)
         self._masked(frame_index, object_id, given)
+
+    def restore(
+        self,
+        *,
+        object_id: int,
+        frame_index: int,
+        prompt: Prompt | None,
+        mask: np.ndarray,
+        kept: bytes | None = None,
+    ) -> None:
+        """Give back a stored anchor without running the model now: ``object_id``'s clicks on
+        ``frame_index`` (``prompt``, in pixels as :class:`Prompt` holds them; None for a given
+        or imported mask) and its mask there as it was last shown (boolean or 0/1, the video's
+        height x width). Afterwards :meth:`masks` on the frame answers that mask at once,
+        :attr:`prompts` and :attr:`object_ids` hold the anchor (a given mask, as after
+        :meth:`give_mask`, has no prompt), and later clicks there and propagations behave as
+        on the state the anchor was made in, as nearly as the engine can (its docstring says
+        how); exactly so where ``kept``, the engine's own form of the anchor
+        (:meth:`anchor_kept`), is given and the engine takes it."""
+        self._check_frame(frame_index)
+        self._check_object(object_id)
+        given = self._given_mask(mask)
+        if prompt is None:
+            self.prompts.get(object_id, {}).pop(frame_index, None)
+        else:
+            prompt = self._restored_prompt(prompt)
+            self.prompts.setdefault(object_id, {})[frame_index] = prompt
+        if object_id not in self.object_ids:
+            self.object_ids.append(object_id)
+        self._restored(frame_index, object_id, prompt, given, kept)
+
+    def carry(self) -> bytes | None:
+        """What the propagation under way carries to its next frame, in the engine's own form,
+        for whoever runs a long propagation to keep now and then: given to a new state that
+        holds the same anchors (:meth:`restore` with their kept form) by :meth:`carry_restore`,
+        the next pass goes on from the frame after it as this one would have. None where the
+        engine keeps no such form (its pass then sets out afresh, as a new one does)."""
+        return None
+
+    def carry_restore(self, carry: bytes) -> int | None:
+        """Let the next pass go on from ``carry`` (:meth:`carry`); the frame it was taken on,
+        or None where the engine cannot take it up (not its own, or of anchors it does not
+        hold), and the next pass sets out afresh."""
+        return None
+
+    def anchor_kept(self, *, object_id: int, frame_index: int) -> bytes | None:
+        """The engine's own form of ``object_id``'s anchor on ``frame_index``, for whoever keeps
+        the prompts to give back to :meth:`restore` (``kept``), so that a new state continues
+        as this one would have; None where the engine keeps no such form (or there is no
+        anchor), and :meth:`restore` rebuilds the anchor from its mask."""
+        return None
 
     def clear_points_in_frame(self, *, frame_index: int, object_id: int) -> Masks:
         """Forget ``object_id``'s clicks on ``frame_index``; the masks of every object there."""
@@ -357,6 +419,21 @@ class VideoState(abc.ABC):
         """``object_id``'s mask on ``frame_index`` is ``mask`` (bool, the video's size), an
         anchor."""
 
+    def _restored(
+        self,
+        frame_index: int,
+        object_id: int,
+        prompt: Prompt | None,
+        mask: np.ndarray,
+        kept: bytes | None,
+    ) -> None:
+        """``object_id``'s anchor on ``frame_index`` is given back: its clicks (None: a given
+        mask), its mask as last shown (bool, the video's size) and the engine's own form of it
+        if it was kept (:meth:`anchor_kept`); nothing runs the model. By default the mask as
+        shown becomes the anchor, as a given mask does (:meth:`_masked`); engines that can do
+        better with the clicks or the kept form say so."""
+        self._masked(frame_index, object_id, mask)
+
     @abc.abstractmethod
     def _masks(self, frame_index: int) -> Masks:
         """Every object's current mask on the frame; changes nothing."""
@@ -406,6 +483,15 @@ class VideoState(abc.ABC):
                 raise PromptError("the mask must hold booleans or 0 and 1")
             given = given.astype(bool)
         return given
+
+    def _restored_prompt(self, prompt: Prompt) -> Prompt:
+        points = np.asarray(prompt.points, dtype=np.float64)
+        labels = np.asarray(prompt.labels, dtype=np.int8)
+        if points.ndim != 2 or points.shape[1:] != (2,) or len(points) != len(labels):
+            raise PromptError("a restored prompt holds N x 2 points and N labels")
+        if not 1 <= len(points) <= MAX_POINTS or not np.isin(labels, (0, 1, 2, 3)).all():
+            raise PromptError(f"a restored prompt holds 1 to {MAX_POINTS} points labelled 0 to 3")
+        return Prompt(points, labels)
 
     @staticmethod
     def _check_object(object_id: int) -> None:

@@ -8,6 +8,7 @@ import graphene
 from core.client_address import client_address
 from core.server_timing import server_timing_add
 from segmentation.services import sessions as services
+from segmentation.services.consent import owner_key
 from segmentation.services.session_types import Clicks, FrameMasks
 
 
@@ -130,9 +131,19 @@ class CancelPropagateInVideo(graphene.ObjectType):
     )
 
 
+KEEP_WORK_HEADER = "X-Keep-Work"
+
+
 def resolve_start_session(root, info, input: StartSessionInput) -> StartSession:
-    client = client_address(info.context)
-    return StartSession(session_id=services.session_start(path=input.path, client=client))
+    request = info.context
+    # The annotator asks for its work to be kept and given back (services/work_store.py); the
+    # SAM 2 demo frontend, which knows nothing of it, does not: a session of its starts empty.
+    keep = request.headers.get(KEEP_WORK_HEADER) == "1"
+    owner = owner_key(session=request.session) if keep else ""
+    session_id = services.session_start(
+        path=input.path, client=client_address(request), owner=owner
+    )
+    return StartSession(session_id=session_id)
 
 
 def resolve_close_session(root, info, input: CloseSessionInput) -> CloseSession:

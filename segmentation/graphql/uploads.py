@@ -5,9 +5,11 @@ from __future__ import annotations
 import graphene
 from django.core.files.uploadedfile import UploadedFile
 
+from core.client_address import client_address
 from segmentation.graphql.types import SharedVideo, Video
 from segmentation.models import Video as VideoModel
 from segmentation.services.consent import deletion_id_current
+from segmentation.services.preparations import upload_owner
 from segmentation.services.uploads import annotations_upload, shared_video_upload, video_upload
 
 
@@ -40,7 +42,7 @@ def resolve_upload_video(
         file=file,
         start=start_time_sec,
         duration=duration_time_sec,
-        deletion_id=deletion_id_current(session=info.context.session),
+        owner=upload_owner(session=info.context.session, client=client_address(info.context)),
     )
 
 

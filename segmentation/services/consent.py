@@ -26,7 +26,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from segmentation.models import Annotation, DeletionId, TermsAcceptance, Video
+from segmentation.models import (
+    Annotation,
+    DeletionId,
+    TermsAcceptance,
+    Video,
+    VideoPreparation,
+    Work,
+)
 from segmentation.services.frame_images import frame_images_delete
 from segmentation.services.videos import media_path
 
@@ -37,6 +44,14 @@ def _session_key(session: SessionBase) -> str:
     if session.session_key is None:
         session.save()
     return session.session_key
+
+
+def owner_key(*, session: SessionBase, create: bool = False) -> str:
+    """Whose data a request's work is: its cookie session's key (made now with ``create``),
+    or "" for a request that brought no session, whose work is kept for no one."""
+    if session.session_key is None and not create:
+        return ""
+    return _session_key(session)
 
 
 def deletion_id_create(*, session: SessionBase) -> DeletionId:
@@ -70,24 +85,36 @@ class Deleted:
 
 def user_data_delete(*, deletion_id: str) -> Deleted:
     """Delete the uploads and records of the client that holds ``deletion_id``: its videos (and
-    their files), annotations, terms acceptances and deletion IDs. Unknown IDs raise LookupError."""
+    their files), uploads being prepared (cancelled: their holder deletes their files), failed
+    uploads, annotations, terms acceptances, kept work and deletion IDs. Unknown IDs raise
+    LookupError."""
     found = DeletionId.objects.filter(id=deletion_id).first()
     if found is None:
         raise LookupError(f"no deletion ID {deletion_id!r}")
     client = DeletionId.objects.filter(session_key=found.session_key)
-    videos = list(Video.objects.filter(deletion_id__in=client))
-    files = [media_path(v.path) for v in videos]
-    posters = {v.poster_path for v in videos}
     with transaction.atomic():
+        # First, so that no preparation becomes a video of the client's after the videos are
+        # listed: the update waits for one finishing now (preparations.py locks its row), which
+        # is then listed; the others are cancelled and never become videos.
+        uploads = VideoPreparation.objects.filter(
+            Q(owner=found.session_key) | Q(deletion_id__in=client)
+        )
+        uploads.filter(state__in=VideoPreparation.UNFINISHED).update(
+            state=VideoPreparation.State.CANCELLED
+        )
+        uploads.filter(state=VideoPreparation.State.FAILED).delete()
+        videos = list(Video.objects.filter(deletion_id__in=client))
         annotations, _ = Annotation.objects.filter(deletion_id__in=client).delete()
         Annotation.objects.filter(video__in=videos).delete()
         Video.objects.filter(pk__in=[v.pk for v in videos]).delete()
         TermsAcceptance.objects.filter(session_key=found.session_key).delete()
+        Work.objects.filter(owner=found.session_key).delete()
         client.delete()
-    for file in files:
+    for file in (media_path(v.path) for v in videos):
         file.unlink(missing_ok=True)
     for sha256 in {v.sha256 for v in videos}:
         frame_images_delete(sha256=sha256)
+    posters = {v.poster_path for v in videos}
     still_used = set(
         Video.objects.filter(poster_path__in=posters).values_list("poster_path", flat=True)
     )
@@ -100,18 +127,31 @@ def user_data_delete(*, deletion_id: str) -> Deleted:
 class Purged:
     sessions: int
     deletion_ids: int
+    works: int = 0
 
 
 @transaction.atomic
 def expired_records_purge() -> Purged:
     """Delete the expired cookie sessions (Django's database sessions, the project's engine),
-    then the deletion IDs of every client whose session is gone and whose IDs own nothing."""
+    the work kept for them (``work_store.py``: their prompts, masks and propagation jobs), then
+    the deletion IDs of every client whose session is gone and whose IDs own nothing."""
     sessions, _ = Session.objects.filter(expire_date__lte=timezone.now()).delete()
     live = Session.objects.values("session_key")
+    works = Work.objects.exclude(owner__in=live)
+    works_deleted = works.count()
+    works.delete()
+    # A failed upload is kept for its owner to read why; with the owner gone, nobody will.
+    VideoPreparation.objects.filter(state=VideoPreparation.State.FAILED).exclude(
+        owner__in=live
+    ).delete()
     owners = DeletionId.objects.filter(
         Q(videos__isnull=False) | Q(annotations__isnull=False)
     ).values("session_key")
     _, deleted = (
         DeletionId.objects.exclude(session_key__in=live).exclude(session_key__in=owners).delete()
     )
-    return Purged(sessions=sessions, deletion_ids=deleted.get(DeletionId._meta.label, 0))
+    return Purged(
+        sessions=sessions,
+        deletion_ids=deleted.get(DeletionId._meta.label, 0),
+        works=works_deleted,
+    )

@@ -8,13 +8,14 @@ In processes of their own they take at most ``EXPORT_PROCESSES`` cores, at a low
 the server's, and a client that hangs up has its process killed at once. ``EXPORTS_QUEUED`` more
 wait their turn in the order they came; past them the export is refused with ``SERVER_BUSY``.
 
-The process imports no Django: the file comes parsed, with the video's :class:`VideoShape`.
+The process imports no Django: the file comes parsed, with the video's :class:`VideoShape`; or,
+for a session's stored work, its frames are fed to it as they are read (``work_exports.py``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from django.conf import settings
 
@@ -52,14 +53,31 @@ def export_convert(
     try:
         return pool.call(export_build, stop=stop, build=build, data=data, video=video)
     except NoTurn as refusal:
-        raise ServerBusy(
-            f"too many exports at once: {pool.turns.parallel} being converted and "
-            f"{pool.turns.queued} waiting; try again in {refusal.retry_after} s",
-            retry_after=refusal.retry_after,
-        ) from None
+        raise exports_busy(pool, refusal) from None
+
+
+def exports_busy(pool: ProcessPool, refusal: NoTurn) -> ServerBusy:
+    """The refusal of an export that found the export processes' line full."""
+    return ServerBusy(
+        f"too many exports at once: {pool.turns.parallel} being converted and "
+        f"{pool.turns.queued} waiting; try again in {refusal.retry_after} s",
+        retry_after=refusal.retry_after,
+    )
 
 
 def export_build(*, build: Build, data: dict, video: VideoShape) -> tuple[str, bytes]:
     """What an export process runs for each export."""
     frames_check(data, video=video)
     return build(video=video, data=data)
+
+
+def export_stream(
+    *,
+    chunks: Callable[..., Iterator[bytes]],
+    items: Iterator[dict],
+    video: VideoShape,
+    object_ids: Iterable[int],
+) -> Iterator[bytes]:
+    """What an export process runs for each streamed export (``work_exports.py``): the frames
+    it is fed, converted by ``chunks`` a piece at a time."""
+    return chunks(video=video, frames=items, object_ids=object_ids)

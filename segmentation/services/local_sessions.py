@@ -32,24 +32,47 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 
+import numpy as np
 from django.conf import settings
 from django.core import signing
+from django.db import connections
 
 from core.fair_turns import FairTurns, Turn
 from core.malloc import memory_return
 from core.threads import MadeOnce, Stopped, iterate_in_thread
-from segmentation.engines.base import DIRECTIONS, Direction, Masks, PromptError, VideoState
+from segmentation.engines.base import (
+    Direction,
+    Masks,
+    Prompt,
+    PromptError,
+    VideoState,
+)
 from segmentation.engines.frames import FrameSourceError, VideoFileFrames
 from segmentation.errors import (
     BadUserInput,
+    SegmentationError,
     SessionNotFound,
-    TooManyClientSessions,
-    TooManySessions,
     UnsupportedMedia,
 )
+from segmentation.models import PropagationJob
+from segmentation.rle import rle_decode
+from segmentation.selectors import job_get, work_masks_at, work_prompts
 from segmentation.services.engine_budget import EngineBudget
 from segmentation.services.engine_turns import engine_room_check, engine_turn, engine_turns
 from segmentation.services.process_engine import engine_get
+from segmentation.services.propagation_jobs import (
+    Leg,
+    job_carry_keep,
+    job_claim_stale,
+    job_end,
+    job_legs,
+    job_progress,
+    job_session_moved,
+    job_taken,
+    jobs_heartbeat,
+    jobs_heartbeat_sec,
+    propagation_reach,
+)
 from segmentation.services.session_registry import Session, SessionRegistry
 from segmentation.services.session_types import (
     Annotations,
@@ -59,6 +82,15 @@ from segmentation.services.session_types import (
     Propagation,
 )
 from segmentation.services.state_annotations import frame_annotated, object_import
+from segmentation.services.videos import media_path
+from segmentation.services.work_store import (
+    work_clear,
+    work_frames_keep,
+    work_object_forget,
+    work_open,
+    work_prompt_forget,
+    work_prompt_keep,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -96,10 +128,19 @@ class LocalSessions:
         self.boot = uuid.uuid4().hex
         self._replayed: dict[str, str] = {}  # a lost session's ID: the session that replays it
         self._replayed_guard = threading.Lock()
+        self._jobs: dict[int, str] = {}  # the propagation jobs running here: their sessions
+        self._jobs_guard = threading.Lock()
+        self._watching = False
+        self._watch_stop = threading.Event()
+        self._session_prefix = ""
 
-    def open(self, *, video_path: str, file: str, client: str = "") -> str:
+    def open(self, *, video_path: str, file: str, client: str = "", owner: str = "") -> str:
         """A new session for ``client`` (its address) on the video file ``file`` (the library's
-        ``video_path``); its ID. Refused before the video is opened when there is no room."""
+        ``video_path``); its ID. Refused before the video is opened when there is no room. With
+        an ``owner`` (the browser's cookie session), the session keeps its work in the store as
+        it goes and starts with what the owner's earlier sessions on the video kept there
+        (``work_store.py``): their prompts given back to the engine without running it, every
+        mask they showed answered from the store."""
         self.registry.check_room(client=client)
         try:
             frames = VideoFileFrames(
@@ -109,18 +150,29 @@ class LocalSessions:
             raise UnsupportedMedia(str(error)) from None
         state = engine_get().open(frames)
         try:
-            return self.registry.open(state=state, video_path=video_path, client=client).id
-        except (TooManySessions, TooManyClientSessions):
-            # another open took the last place meanwhile
+            work_id = work_open(video_path=video_path, owner=owner)
+            if work_id is not None:
+                _work_restore(state, work_id)
+            session = self.registry.open(state=state, video_path=video_path, client=client)
+        except BaseException:
+            # another open took the last place meanwhile, or the stored work could not be read
             state.close()
             frames.close()
             raise
+        session.work_id = work_id
+        return session.id
 
     def held(self) -> list[HeldSession]:
         """Every live session of this host (:meth:`SessionRegistry.held`)."""
         return self.registry.held()
 
     def close(self, *, session_id: str) -> bool:
+        """Close the session, or, while a propagation job runs on it, once the job ends: a
+        page that closes (and closes its session) leaves its job running."""
+        session = self.registry.get_quietly(session_id)
+        if session is not None and session.job_id is not None:
+            session.close_after_job = True
+            return True
         return self.registry.close(session_id)
 
     def ping(self, *, session_id: str) -> bool:
@@ -144,45 +196,187 @@ class LocalSessions:
             compress=True,
         )
 
+    def work(self, *, session_id: str) -> int | None:
+        """Where the session keeps its work (None: nowhere)."""
+        return self.registry.get(session_id).work_id
+
     def add_points(self, *, session_id: str, clicks: Clicks) -> FrameMasks:
         session = self.registry.get(session_id)
-        with self._metered(session) as turn, _prompt_errors():
-            masks = session.state.add_points(
-                frame_index=clicks.frame_index,
-                object_id=clicks.object_id,
-                points=clicks.points,
-                labels=clicks.labels,
-                clear_old_points=clicks.clear_old_points,
-            )
-            seconds = turn.held  # the engine's time, not the waits for its turn
+        with _held(session):
+            with self._metered(session) as turn, _prompt_errors():
+                masks = session.state.add_points(
+                    frame_index=clicks.frame_index,
+                    object_id=clicks.object_id,
+                    points=clicks.points,
+                    labels=clicks.labels,
+                    clear_old_points=clicks.clear_old_points,
+                )
+                seconds = turn.held  # the engine's time, not the waits for its turn
+            # Encoded and kept outside the turn and the budget: the engine's time is the
+            # engine's; inside the session's lock, so that the store sees its operations in order.
+            frame = FrameMasks.from_masks(clicks.frame_index, masks, seconds)
+            _prompt_kept(session, clicks.object_id, frame)
             session.shown.add((clicks.frame_index, clicks.object_id))
-        # Encoded outside the lock, the turn and the budget: the engine's time is the engine's.
-        return FrameMasks.from_masks(clicks.frame_index, masks, seconds)
+        return frame
 
     def clear_points_in_frame(
         self, *, session_id: str, frame_index: int, object_id: int
     ) -> FrameMasks:
         session = self.registry.get(session_id)
-        with self._metered(session), _prompt_errors():
-            masks = session.state.clear_points_in_frame(
-                frame_index=frame_index, object_id=object_id
-            )
-        return FrameMasks.from_masks(frame_index, masks)
+        with _held(session):
+            with self._metered(session), _prompt_errors():
+                masks = session.state.clear_points_in_frame(
+                    frame_index=frame_index, object_id=object_id
+                )
+            frame = FrameMasks.from_masks(frame_index, masks)
+            if session.work_id is not None:
+                work_prompt_forget(work_id=session.work_id, object_id=object_id, frame=frame)
+        return frame
 
     def clear_points_in_video(self, *, session_id: str) -> None:
         session = self.registry.get(session_id)
         with _held(session):
             session.state.clear_points_in_video()
+            if session.work_id is not None:
+                work_clear(work_id=session.work_id)
 
     def remove_object(self, *, session_id: str, object_id: int) -> list[FrameMasks]:
         """Forget the object; the masks of the frames where it had points, without it."""
         session = self.registry.get(session_id)
-        with self._metered(session), _prompt_errors():
-            state: VideoState = session.state
-            frames = sorted(state.prompts.get(object_id, {}))
-            state.remove_object(object_id=object_id)
-            masks = [(i, state.masks(frame_index=i)) for i in frames]
-        return [FrameMasks.from_masks(i, frame) for i, frame in masks]
+        with _held(session):
+            with self._metered(session), _prompt_errors():
+                state: VideoState = session.state
+                frames = sorted(state.prompts.get(object_id, {}))
+                state.remove_object(object_id=object_id)
+                masks = [(i, state.masks(frame_index=i)) for i in frames]
+            answers = [FrameMasks.from_masks(i, frame) for i, frame in masks]
+            if session.work_id is not None:
+                work_object_forget(work_id=session.work_id, object_id=object_id)
+                # the answered frames as shown now (another object may take its pixels there)
+                work_frames_keep(work_id=session.work_id, frames=answers)
+        return answers
+
+    def propagation_job(self, *, session_id: str, job_id: int) -> None:
+        """Run the job (a row the caller made, ``propagation_jobs.py``) on the session, in a
+        thread of this process; returns once it runs. It keeps each frame in the session's work
+        and its progress in the row, keeps the session open (a close waits for its end), and
+        stops at its next frame on ``cancelPropagateInVideo`` or the session's end."""
+        session = self.registry.get(session_id)
+        if session.work_id is None:
+            raise BadUserInput("this session keeps no work for a job to store its frames in")
+        job = job_get(job_id=job_id)
+        done = job.done
+        if job.carry is not None and session.state.carry_restore(bytes(job.carry)) is not None:
+            done = job.carry_done  # on from what the engine carried then, to the bit
+            logger.info(
+                "propagation job %d goes on from its carry after %d frames (%d were stored)",
+                job.id,
+                done,
+                job.done,
+            )
+        legs = job_legs(
+            start=job.start_frame,
+            direction=job.direction,
+            end=job.end_frame,
+            frame_count=session.state.frame_count,
+            done=done,
+        )
+        engine_room_check(self.turns, client=_client(session))
+        job_taken(job_id=job.id, runner=self.boot, done=done)
+        job.done = done
+        with self._jobs_guard:
+            self._jobs[job.id] = session.id
+        session.job_id = job.id
+        threading.Thread(
+            target=self._job_run, args=(session, job, legs), name="propagation-job", daemon=True
+        ).start()
+
+    def _job_run(self, session: Session, job: PropagationJob, legs: list[Leg]) -> None:
+        cancel = threading.Event()
+        done, status, reason = job.done, PropagationJob.Status.DONE, ""
+        every = settings.PROPAGATION_JOB_CARRY_FRAMES
+        try:
+            for leg in legs:
+                frames = self._propagate(
+                    session, leg.start, cancel, direction=leg.direction, reach=leg.reach
+                )
+                for frame in frames:
+                    done += 1
+                    if not job_progress(job_id=job.id, frame_index=frame.frame_index):
+                        cancel.set()  # cancelled in its row, by a process that could not tell us
+                    elif done % every == 0:  # the engine rests between frames: it is taken now
+                        job_carry_keep(job_id=job.id, carry=session.state.carry(), done=done)
+            if cancel.is_set() or session.ended:
+                status, reason = PropagationJob.Status.CANCELLED, "cancelled"
+            elif done < job.frame_count:
+                status = PropagationJob.Status.FAILED
+                reason = f"the engine stopped after {done} of {job.frame_count} frames"
+        except Exception as error:  # the job's row must end, whatever went wrong
+            logger.exception("propagation job %d failed", job.id)
+            status, reason = PropagationJob.Status.FAILED, f"failed: {error}"
+        finally:
+            with contextlib.suppress(Exception):
+                job_end(job_id=job.id, status=status, reason=reason)
+            with self._jobs_guard:
+                self._jobs.pop(job.id, None)
+            session.job_id = None
+            if session.close_after_job:
+                self.registry.close(session.id)
+            connections.close_all()
+
+    def jobs_watch(self, *, session_prefix: str = "") -> None:
+        """Renew the heartbeats of the jobs this process runs, and take up the jobs no
+        process runs any more, every third of ``PROPAGATION_JOB_LEASE_SEC`` from now on, in a
+        thread of its own (once per process). ``session_prefix``: what the process's session
+        IDs are known by outside it (an inference worker's ID and a dot)."""
+        with self._jobs_guard:
+            if self._watching:
+                return
+            self._watching = True
+        self._session_prefix = session_prefix
+        threading.Thread(target=self._jobs_watch, name="propagation-jobs", daemon=True).start()
+
+    def jobs_unwatch(self) -> None:
+        """Stop the watch :meth:`jobs_watch` started (at its next round)."""
+        self._watch_stop.set()
+
+    def _jobs_watch(self) -> None:
+        while not self._watch_stop.wait(jobs_heartbeat_sec()):
+            try:
+                with self._jobs_guard:
+                    running = list(self._jobs)
+                jobs_heartbeat(job_ids=running)
+                job = job_claim_stale(runner=self.boot)
+                if job is not None:
+                    self._job_resume(job)
+            except Exception:
+                logger.exception("propagation jobs: a round of the watch failed")
+            finally:
+                connections.close_all()
+
+    def _job_resume(self, job: PropagationJob) -> None:
+        """Take up a job whose process is gone: a session on its work for its owner (the
+        engine given the stored prompts back), and the job run on it from the frame after its
+        last stored one. A job that cannot start now (no room) is left for a later round."""
+        work = job.work
+        try:
+            session_id = self.open(
+                video_path=work.video.path, file=str(media_path(work.video.path)), owner=work.owner
+            )
+        except SegmentationError as error:
+            logger.warning("propagation job %d waits: %s", job.id, error)
+            return
+        job_session_moved(job_id=job.id, session_id=f"{self._session_prefix}{session_id}")
+        logger.info(
+            "propagation job %d taken up after %d of %d frames", job.id, job.done, job.frame_count
+        )
+        try:
+            self.propagation_job(session_id=session_id, job_id=job.id)
+        except SegmentationError as error:
+            logger.warning("propagation job %d waits: %s", job.id, error)
+            self.registry.close(session_id)
+            return
+        self.close(session_id=session_id)  # closed once the job ends
 
     def cancel_propagation(self, *, session_id: str) -> bool:
         """Stop the session's running propagation at its next frame; never waits for inference."""
@@ -224,16 +418,25 @@ class LocalSessions:
             self._replay_take(session, replay)
         frames = sorted(annotations.frames, key=lambda frame: frame.frame_index)
         prompts = sum(len(frame.objects) for frame in frames)
-        with self._metered(session, replayed=prompts if replay else 0), _prompt_errors():
-            state: VideoState = session.state
-            if not append:
-                state.clear_points_in_video()
-            for frame in frames:
-                for item in sorted(frame.objects, key=lambda item: item.object_id):
-                    object_import(state=state, frame_index=frame.frame_index, item=item)
-                    session.shown.add((frame.frame_index, item.object_id))
-            masks = [(f.frame_index, state.masks(frame_index=f.frame_index)) for f in frames]
-        return [FrameMasks.from_masks(i, frame) for i, frame in masks]
+        with _held(session):
+            replayed = prompts if replay else 0
+            with self._metered(session, replayed=replayed), _prompt_errors():
+                state: VideoState = session.state
+                if not append:
+                    state.clear_points_in_video()
+                for frame in frames:
+                    for item in sorted(frame.objects, key=lambda item: item.object_id):
+                        object_import(state=state, frame_index=frame.frame_index, item=item)
+                        session.shown.add((frame.frame_index, item.object_id))
+                masks = [(f.frame_index, state.masks(frame_index=f.frame_index)) for f in frames]
+            answers = [FrameMasks.from_masks(i, frame) for i, frame in masks]
+            if session.work_id is not None:
+                if not append:
+                    work_clear(work_id=session.work_id)
+                for frame, answer in zip(frames, answers, strict=True):
+                    for item in frame.objects:
+                        _prompt_kept(session, item.object_id, answer)
+        return answers
 
     def _replay_take(self, session: Session, receipt: str) -> None:
         """Let the session replay the work ``receipt`` counts, if it is one to honour (see the
@@ -282,7 +485,7 @@ class LocalSessions:
                 f"start frame index {start_frame_index} is outside the video's frames "
                 f"0..{frame_count - 1}"
             )
-        reach = _frames_to_track(
+        reach = propagation_reach(
             start=start_frame_index,
             direction=direction,
             end=end_frame_index,
@@ -340,43 +543,101 @@ class LocalSessions:
             steps = _engine_frames(
                 session, start, cancel, turn=turn, direction=direction, reach=reach
             )
-            for frame_index, masks in steps:
-                self.registry.touch(session.id)
-                session.shown.update((frame_index, object_id) for object_id in masks)
-                yield FrameMasks.from_masks(frame_index, masks)
+            try:
+                for frame_index, masks in steps:
+                    self.registry.touch(session.id)
+                    frame = FrameMasks.from_masks(frame_index, masks)
+                    # kept before it is sent: a frame a client got is a frame the store holds
+                    if session.work_id is not None:
+                        work_frames_keep(work_id=session.work_id, frames=[frame])
+                    session.shown.update((frame_index, object_id) for object_id in masks)
+                    yield frame
+            finally:
+                # this thread's database connection, which nothing else will close
+                connections.close_all()
 
     @contextlib.contextmanager
     def _metered(self, session: Session, *, replayed: int = 0) -> Iterator[Turn]:
-        """:func:`_held`, for a prompt, in a turn of the engine (which it yields): refused
-        while the session's engine budget is spent, and the time it held the turn spent from
-        it; the session kept alive while it waits for the turn, and the wait left when the
-        session is closed meanwhile; but not ``replayed`` prompts of a replay while what is
-        left of it covers them (``Session.replay_left``)."""
-        with _held(session):
-            metered = session.budget is not None
-            if replayed and session.replay_left >= replayed:
-                session.replay_left -= replayed
-                metered = False
-            if metered:
-                session.budget.check()
-            with contextlib.ExitStack() as stack:
-                try:
-                    turn = stack.enter_context(
-                        engine_turn(
-                            self.turns,
-                            client=_client(session),
-                            state=session.state,
-                            # a wait renews the session's idle timer: it is not idle, it queues
-                            gone=lambda: not self.registry.touch(session.id),
-                        )
+        """A prompt, under the session's lock (:func:`_held`, which the caller holds), in a turn
+        of the engine (which it yields): refused while the session's engine budget is spent, and
+        the time it held the turn spent from it; the session kept alive while it waits for the
+        turn, and the wait left when the session is closed meanwhile; but not ``replayed``
+        prompts of a replay while what is left of it covers them (``Session.replay_left``)."""
+        metered = session.budget is not None
+        if replayed and session.replay_left >= replayed:
+            session.replay_left -= replayed
+            metered = False
+        if metered:
+            session.budget.check()
+        with contextlib.ExitStack() as stack:
+            try:
+                turn = stack.enter_context(
+                    engine_turn(
+                        self.turns,
+                        client=_client(session),
+                        state=session.state,
+                        # a wait renews the session's idle timer: it is not idle, it queues
+                        gone=lambda: not self.registry.touch(session.id),
                     )
-                except Stopped:  # closed while it waited
-                    raise SessionNotFound(f"no session with id {session.id!r}") from None
-                try:
-                    yield turn
-                finally:
-                    if metered:
-                        session.budget.spend(turn.held)
+                )
+            except Stopped:  # closed while it waited
+                raise SessionNotFound(f"no session with id {session.id!r}") from None
+            try:
+                yield turn
+            finally:
+                if metered:
+                    session.budget.spend(turn.held)
+
+
+def _prompt_kept(session: Session, object_id: int, frame: FrameMasks) -> None:
+    """The object's prompt on the frame as the engine holds it now (gone if it holds none), and
+    the frame's masks, kept in the session's work (if it keeps one)."""
+    if session.work_id is None:
+        return
+    prompts = session.state.prompts.get(object_id, {})
+    if frame.frame_index in prompts or object_id in session.state.object_ids:
+        # clicks, or (none held on a frame the object was given) a given mask
+        work_prompt_keep(
+            work_id=session.work_id,
+            object_id=object_id,
+            frame_index=frame.frame_index,
+            prompt=prompts.get(frame.frame_index),
+            frame=frame,
+            kept=session.state.anchor_kept(object_id=object_id, frame_index=frame.frame_index),
+        )
+    else:
+        work_prompt_forget(work_id=session.work_id, object_id=object_id, frame=frame)
+
+
+def _work_restore(state: VideoState, work_id: int) -> None:
+    """Give a new state the work's prompts, each with its frame's mask as last shown, without
+    running the engine; and let it recall any frame's masks from the store, so that it keeps
+    only what its next frame needs (``VideoState.recall``)."""
+    height, width = state.frames.height, state.frames.width
+
+    def decoded(counts: str) -> np.ndarray:
+        return rle_decode({"size": [height, width], "counts": counts})
+
+    def recall(frame_index: int) -> Masks:
+        stored = work_masks_at(work_id=work_id, frame_index=frame_index)
+        return {object_id: decoded(counts) for object_id, counts in stored.items()}
+
+    empty = np.zeros((height, width), bool)
+    for row in work_prompts(work_id=work_id):
+        counts = work_masks_at(work_id=work_id, frame_index=row.frame_index).get(row.object_id)
+        prompt = (
+            None
+            if row.points is None
+            else Prompt(np.asarray(row.points, np.float64), np.asarray(row.labels, np.int8))
+        )
+        state.restore(
+            object_id=row.object_id,
+            frame_index=row.frame_index,
+            prompt=prompt,
+            mask=empty if counts is None else decoded(counts),
+            kept=None if row.kept is None else bytes(row.kept),
+        )
+    state.recall = recall
 
 
 def _client(session: Session) -> str:
@@ -400,35 +661,6 @@ def local_sessions() -> LocalSessions:
         ),
         engine_turns(),
     )
-
-
-def _frames_to_track(
-    *, start: int, direction: Direction, end: int | None, frame_count: int
-) -> int | None:
-    """The API's last frame as SAM 2's ``max_frame_num_to_track``: how far past the start each
-    direction goes (None: to the video's end). An end is a frame the person marked, so one
-    outside the video or on the wrong side of the start is an error rather than cut short;
-    with ``"both"`` its distance from the start bounds either way, as SAM 2's demo passes one
-    count to its forward and its backward pass."""
-    if direction not in DIRECTIONS:
-        raise BadUserInput(f'direction must be "both", "forward" or "backward", got {direction!r}')
-    if end is None:
-        return None
-    if not 0 <= end < frame_count:
-        raise BadUserInput(
-            f"end frame index {end} is outside the video's frames 0..{frame_count - 1}"
-        )
-    if direction == "forward" and end < start:
-        raise BadUserInput(
-            f"end frame index {end} is before start frame index {start}: "
-            "a forward propagation ends at or after its start"
-        )
-    if direction == "backward" and end > start:
-        raise BadUserInput(
-            f"end frame index {end} is after start frame index {start}: "
-            "a backward propagation ends at or before its start"
-        )
-    return abs(end - start)
 
 
 def _engine_frames(

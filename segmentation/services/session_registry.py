@@ -38,6 +38,9 @@ class Session:
     shown: set[tuple[int, int]] = field(default_factory=set)
     replay_of: str = ""  # the lost session whose receipt it replays, if any
     replay_left: int = 0  # how many more prompts that replay may give unmetered
+    work_id: int | None = None  # where its work is kept (services/work_store.py); None: nowhere
+    job_id: int | None = None  # the propagation job running on it, if any
+    close_after_job: bool = False  # closed while its job ran: closed once the job ends
 
 
 class SessionRegistry:
@@ -132,6 +135,12 @@ class SessionRegistry:
                 raise SessionNotFound(f"no session with id {session_id!r}")
             session.last_used = self._clock()
             return session
+
+    def get_quietly(self, session_id: str) -> Session | None:
+        """The live session with that ID, if there is one, its idle timer left as it was."""
+        with self._guard:
+            self._expire_locked()
+            return self._sessions.get(session_id)
 
     def touch(self, session_id: str) -> bool:
         try:

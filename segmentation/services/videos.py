@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 
 from segmentation.demo_video import demo_video_write
 from segmentation.models import DeletionId, Video
-from segmentation.transcode import poster, probe, sha256_of, transcode
+from segmentation.transcode import VideoInfo, poster, probe, sha256_of, transcode
 
 GALLERY_DIR = "gallery"
 POSTERS_DIR = "posters"
@@ -27,10 +27,18 @@ def media_path(relative: str) -> Path:
     return Path(settings.MEDIA_ROOT) / relative
 
 
-def video_register(*, path: Path, origin: str, deletion_id: DeletionId | None = None) -> Video:
-    """The library's row for a video file under ``MEDIA_ROOT`` (probed, with a poster)."""
-    info = probe(path)
-    digest = sha256_of(path)
+def video_register(
+    *,
+    path: Path,
+    origin: str,
+    deletion_id: DeletionId | None = None,
+    info: VideoInfo | None = None,
+    sha256: str | None = None,
+) -> Video:
+    """The library's row for a video file under ``MEDIA_ROOT`` (probed, with a poster), or
+    with the ``info``, ``sha256`` and poster a preparation's process made already."""
+    info = probe(path) if info is None else info
+    digest = sha256_of(path) if sha256 is None else sha256
     poster_relative = f"{POSTERS_DIR}/{digest}.jpg"
     if not media_path(poster_relative).exists():
         poster(path, media_path(poster_relative))

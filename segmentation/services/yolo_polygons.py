@@ -12,9 +12,9 @@ area, and YOLO's loaders drop such polygons.
 
 from __future__ import annotations
 
-import io
+import itertools
 import threading
-import zipfile
+from collections.abc import Iterable, Iterator
 
 import cv2
 import numpy as np
@@ -22,6 +22,7 @@ import numpy as np
 from core.threads import Stopped
 from segmentation.rle import rle_decode
 from segmentation.video_shape import VideoShape
+from segmentation.zip_stream import DEFLATED, ZipStream
 
 SMALLEST_POLYGON = 3  # points
 
@@ -30,27 +31,51 @@ def yolo_labels_build(
     *, video: VideoShape, data: dict, stop: threading.Event | None = None
 ) -> tuple[str, bytes]:
     """The archive's file name and bytes for annotations in the export format, checked against
-    their ``video`` (``annotations_check``). Raises :class:`Stopped` between masks once
+    their ``video`` (``annotations_check``). Raises :class:`Stopped` between frames once
     ``stop`` is set."""
     by_frame = {frame["frame_index"]: frame["objects"] for frame in data["frames"]}
-    object_ids = sorted({item["object_id"] for objects in by_frame.values() for item in objects})
-    class_of = {object_id: index for index, object_id in enumerate(object_ids)}
-    names = [f"object_{object_id}" for object_id in object_ids]
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for frame_index in range(video.frame_count):
-            lines = []
-            for item in by_frame.get(frame_index, []):
-                if stop is not None and stop.is_set():
-                    raise Stopped
-                for polygon in mask_polygons(mask=rle_decode(item["mask"])):
-                    scaled = polygon / np.array([video.width, video.height], np.float64)
-                    numbers = " ".join(map("{:.6f}".format, scaled.ravel().tolist()))
-                    lines.append(f"{class_of[item['object_id']]} {numbers}\n")
-            archive.writestr(f"labels/{frame_index:05d}.txt", "".join(lines))
-        archive.writestr("classes.txt", "".join(f"{name}\n" for name in names))
-        archive.writestr("data.yaml", _data_yaml(names))
-    return video.export_name(suffix="-yolo.zip"), buffer.getvalue()
+    object_ids = {item["object_id"] for objects in by_frame.values() for item in objects}
+    frames = ({"frame_index": i, "objects": by_frame[i]} for i in sorted(by_frame))
+    parts = []
+    for part in yolo_labels_chunks(video=video, frames=frames, object_ids=object_ids):
+        if stop is not None and stop.is_set():
+            raise Stopped
+        parts.append(part)
+    return yolo_labels_name(video), b"".join(parts)
+
+
+def yolo_labels_name(video: VideoShape) -> str:
+    return video.export_name(suffix="-yolo.zip")
+
+
+def yolo_labels_chunks(
+    *, video: VideoShape, frames: Iterable[dict], object_ids: Iterable[int]
+) -> Iterator[bytes]:
+    """The archive, a frame's labels at a time, for ``frames`` in the export format in the
+    order of their indices, every frame once at most, ``object_ids`` naming every object among
+    them. Memory does not grow with the frames (``zip_stream.py``)."""
+    ordered = sorted(set(object_ids))
+    class_of = {object_id: index for index, object_id in enumerate(ordered)}
+    names = [f"object_{object_id}" for object_id in ordered]
+    size = np.array([video.width, video.height], np.float64)
+    archive = ZipStream(compression=DEFLATED)
+    next_index = 0
+    for frame in itertools.chain(frames, [{"frame_index": video.frame_count, "objects": []}]):
+        for frame_index in range(next_index, min(frame["frame_index"], video.frame_count)):
+            yield archive.add(f"labels/{frame_index:05d}.txt", "")
+        frame_index = frame["frame_index"]
+        if frame_index >= video.frame_count:
+            break
+        lines = []
+        for item in frame["objects"]:
+            for polygon in mask_polygons(mask=rle_decode(item["mask"])):
+                numbers = " ".join(map("{:.6f}".format, (polygon / size).ravel().tolist()))
+                lines.append(f"{class_of[item['object_id']]} {numbers}\n")
+        yield archive.add(f"labels/{frame_index:05d}.txt", "".join(lines))
+        next_index = frame_index + 1
+    yield archive.add("classes.txt", "".join(f"{name}\n" for name in names))
+    yield archive.add("data.yaml", _data_yaml(names))
+    yield archive.close()
 
 
 def mask_polygons(*, mask: np.ndarray) -> list[np.ndarray]:

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_safe
 from segmentation.errors import ErrorCode
 from segmentation.graphql.types import VIDEO_TYPE
 from segmentation.selectors import MAX_PAGE_SIZE, video_names, video_of_id
+from segmentation.services.consent import owner_key
 from segmentation.services.process_engine import engine_describe
 from segmentation.views.responses import error_response
 
@@ -20,7 +21,11 @@ def gallery_page(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "segmentation/gallery.html",
-        {"nav": "segment", "max_upload_bytes": settings.MAX_UPLOAD_BYTES},
+        {
+            "nav": "segment",
+            "max_upload_bytes": settings.MAX_UPLOAD_BYTES,
+            "max_upload_minutes": f"{settings.MAX_UPLOAD_DURATION_SEC / 60:g}",
+        },
     )
 
 
@@ -28,6 +33,9 @@ def gallery_page(request: HttpRequest) -> HttpResponse:
 def annotate_page(request: HttpRequest) -> HttpResponse:
     # The page asks GraphQL for the video, whose SAM 2 type has no name: the name comes here.
     video = video_of_id(global_id=request.GET.get("video", ""), kind=VIDEO_TYPE)
+    # The page's work is kept for its cookie session (services/work_store.py): it has one.
+    owner_key(session=request.session, create=True)
+    request.session.modified = True  # its expiry renewed: the work is kept while it is used
     context = {
         "nav": "segment",
         "engine": engine_describe(),

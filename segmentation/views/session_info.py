@@ -9,16 +9,20 @@ from django.views.decorators.http import require_safe
 
 from segmentation.errors import SegmentationError
 from segmentation.services.engine_prices import RECEIPT
-from segmentation.services.sessions import session_engine, session_receipt
+from segmentation.services.sessions import session_engine, session_receipt, session_work
 from segmentation.views.cost_charges import charged
 from segmentation.views.responses import refusal
 
 
 @require_safe
 def session_engine_view(request: HttpRequest, session_id: str) -> HttpResponse:
-    """``GET /sessions/<session_id>/engine``: ``{"engine"}``, what answers the session."""
+    """``GET /sessions/<session_id>/engine``: ``{"engine", "keeps_work"}``, what answers the
+    session, and whether it keeps its work in the store (its exports are then streamed from
+    there: ``views/exports.py``)."""
     try:
-        return JsonResponse({"engine": session_engine(session_id=session_id)})
+        engine = session_engine(session_id=session_id)
+        keeps_work = session_work(session_id=session_id) is not None
+        return JsonResponse({"engine": engine, "keeps_work": keeps_work})
     except SegmentationError as error:
         return refusal(error)
 

@@ -25,6 +25,7 @@ import redis.asyncio as redis
 from channels.layers import channel_layers
 from django.conf import settings
 
+from core.cancellation import task_cancel
 from segmentation.engines.base import Direction
 from segmentation.errors import (
     SessionNotFound,
@@ -90,9 +91,7 @@ class WorkerClient:
         """Stop reading answers, and the client's loop."""
 
         async def stop() -> None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+            await task_cancel(self._reader)
 
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -100,9 +99,10 @@ class WorkerClient:
     # The session operations (segmentation/services/sessions.py's SessionHost), called from
     # any thread but the client's own.
 
-    def open(self, *, video_path: str, file: str, client: str = "") -> str:
+    def open(self, *, video_path: str, file: str, client: str = "", owner: str = "") -> str:
         """A new session for ``client`` on the live worker with the most free places."""
-        opening = self._open({"video_path": video_path, "file": file, "client": client})
+        args = {"video_path": video_path, "file": file, "client": client, "owner": owner}
+        opening = self._open(args)
         return asyncio.run_coroutine_threadsafe(opening, self._loop).result()
 
     def held(self) -> list[HeldSession]:
@@ -120,6 +120,13 @@ class WorkerClient:
 
     def receipt(self, *, session_id: str) -> str:
         return self._call_here(session_id, "receipt")
+
+    def work(self, *, session_id: str) -> int | None:
+        return self._call_here(session_id, "work")
+
+    def propagation_job(self, *, session_id: str, job_id: int) -> None:
+        """The job runs on the worker holding the session, and outlives this process."""
+        self._call_here(session_id, "propagation_job", job_id=job_id)
 
     def add_points(self, *, session_id: str, clicks: Clicks) -> FrameMasks:
         answer = self._call_here(session_id, "add_points", clicks=clicks.as_message())

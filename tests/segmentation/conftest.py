@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
+import av
+import numpy as np
 import pytest
 
 from segmentation.engines.classic import ClassicEngine
@@ -54,3 +57,24 @@ def library_video(media: Path, video_file: Path) -> str:
     destination.parent.mkdir(parents=True, exist_ok=True)
     destination.write_bytes(video_file.read_bytes())
     return video_register(path=destination, origin="upload").path
+
+
+@pytest.fixture(scope="session")
+def slow_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A minute of 320x240 noise at 25 fps: transcoded (not remuxed), in several seconds."""
+    path = tmp_path_factory.mktemp("slow") / "noise.mp4"
+    noise = [
+        np.random.default_rng(n).integers(0, 256, (240, 320, 3), dtype=np.uint8) for n in range(50)
+    ]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        stream.options = {"preset": "ultrafast", "crf": "30"}
+        for index in range(1500):
+            frame = av.VideoFrame.from_ndarray(noise[index % 50], format="rgb24")
+            frame.pts, frame.time_base = index, Fraction(1, 25)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path

@@ -27,14 +27,11 @@ from tests.segmentation.test_annotator_browser import (
     open_default_video,
     server_annotations,
 )
-from tests.segmentation.test_annotator_workplace_browser import click_on_box, go_to
+from tests.segmentation.test_annotator_workplace_browser import go_to
 
 OTHER_FRAME = 30  # 0-based: the second frame the round trip clicks on
 VIDEO = "gallery/default.mp4"
-ENDED = (
-    "This page's session has ended on the server (it was idle too long, or the server"
-    " restarted). Start again to open a new one on this video"
-)
+ENDED = "This page's session had ended on the server; a new one is open, with your work."
 
 
 @pytest.fixture(scope="module")
@@ -169,64 +166,24 @@ def test_imported_masks_are_given_to_a_session_reopened_after_it_ended(
     close_session(server, first)
 
     # when the person propagates
-    with page.expect_request(
-        lambda r: urlparse(r.url).path.endswith("/annotations") and r.method == "POST"
-    ) as sent:
-        page.click("#propagate")
+    page.click("#propagate")
     page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
 
-    # then the page opened a new session with the imported mask as its prompt, and propagated it
+    # then the page opened a new session, which has the imported mask from the server's store
+    # as its prompt, and propagated it
     assert page.text_content("#message") == (
-        "The session had ended on the server; it was opened again with your points and"
-        " imported masks."
+        "The session had ended on the server; a new one is open, with your work."
     )
     second = page.get_attribute("#editor", "data-session-id")
     assert second != first
-    assert urlparse(sent.value.url).path == f"/sessions/{second}/annotations"
-    assert json.loads(sent.value.post_data) == given
+    assert page.get_attribute("#timeline", "data-prompted") == "0"
+    assert given["frames"][0]["frame_index"] == 0
     frames = server_annotations(server, second)["frames"]
     assert [frame["frame_index"] for frame in frames] == list(range(FRAMES))
     # the engine redoes the prompt's frame from the mask: the box object still
     assert iou(rle_decode(frames[0]["objects"][0]["mask"]), demo_masks(0)["box"]) >= MIN_IOU
     followed = [frame["objects"][0]["mask"] for frame in frames[1:]]
     assert [rle_decode(mask).any() for mask in followed] == [True] * (FRAMES - 1)
-
-
-def test_start_again_starts_from_the_last_export_then_the_tabs_clicks(
-    server, page, tmp_path: Path
-) -> None:
-    # given a click on frame 0, exported, then cleared; a click on frame 20 after the export
-    first = open_default_video(server, page)
-    click_on_box(page, 0)
-    exported = export_file(page, tmp_path / "default-annotations.json")
-    with page.expect_response(lambda r: "mutation ClearFrame" in (r.request.post_data or "")):
-        page.click("#clear-frame")
-    go_to(page, 21)
-    click_on(page, 20, "ball")
-    assert [frame["frame_index"] for frame in server_annotations(server, first)["frames"]] == [20]
-    # and the session lost before a reload
-    close_session(server, first)
-    page.reload()
-    page.wait_for_selector("#editor[data-ready=true]")
-    assert page.text_content("#message") == (
-        f"{ENDED} with your last export (1 frame) and your clicks on 1 frame."
-    )
-
-    # when
-    page.click("#start-again")
-
-    # then the new session has the export's click and mask, and the tab's click after it
-    expect(page.locator("#message")).to_have_text(
-        "A new session is open, with your last export (1 frame) and your clicks."
-    )
-    second = page.get_attribute("#editor", "data-session-id")
-    assert second != first
-    frames = server_annotations(server, second)["frames"]
-    assert [frame["frame_index"] for frame in frames] == [0, 20]
-    assert same_work({"frames": frames[:1]}, {"frames": exported["frames"]})
-    assert [item["labels"] for item in frames[1]["objects"]] == [[1]]
-    assert page.text_content("#objects li .object-pick") == "Object 1 · clicked on 2 frames"
-    assert page.get_attribute("#timeline", "data-anchors") == "0,20"
 
 
 def test_clear_frame_forgets_an_imported_mask_as_it_forgets_clicks(

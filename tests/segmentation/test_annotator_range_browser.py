@@ -1,7 +1,7 @@
 """The annotator's propagation over a range, in a real browser (Debian's Chromium) against the
-real server: the person marks an end on the timeline, chooses a direction, and the stream covers
-exactly that range (issue 41); the end moves where E is pressed, a reload comes back to the
-frame, the end and the direction, and the server's messages count frames as the page does
+real server: the person marks an end on the timeline, chooses a direction, and the propagation
+covers exactly that range (issue 41); the end moves where E is pressed, a reload comes back to
+the frame, the end and the direction, and the server's messages count frames as the page does
 (issue 48)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_a_marked_end_bounds_the_propagation_to_its_range(server, page) -> None:
     page.click("#propagate")
     page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
 
-    # then the stream covered exactly START..END: the page and the server have masks there only
+    # then the propagation covered exactly START..END: the page and the server have masks there only
     expect(page.locator("#progress-label")).to_have_text(
         f"Done: {END - START + 1} frames from frame {START + 1}."
     )

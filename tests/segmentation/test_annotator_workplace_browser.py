@@ -273,32 +273,26 @@ def test_a_reload_takes_the_session_up_again_with_its_objects_clicks_and_masks(
     assert object_labels(page) == ["Object 1 · clicked on 2 frames", labels[1]]
 
 
-def test_a_session_the_server_no_longer_has_is_said_and_started_again(server, page) -> None:
+ENDED = "This page's session had ended on the server; a new one is open, with your work."
+
+
+def test_a_session_the_server_no_longer_has_is_said_and_replaced(server, page) -> None:
     page.goto(f"{server}/annotate/?session=no-such-session")
     page.wait_for_selector("#editor[data-ready=true]")
 
-    assert page.text_content("#message") == (
-        "This page's session has ended on the server (it was idle too long, or the server"
-        " restarted). Start again to open a new one on this video."
-    )
-    assert page.is_visible("#start-again")
-    assert page.get_attribute("#editor", "data-session-id") is None
-    assert page.is_disabled("#propagate")
-    assert page.is_disabled("#add-object")
-    assert object_labels(page) == ["Object 1"]
-
-    page.click("#start-again")
-    page.wait_for_selector("#editor[data-session-id]")
-    expect(page.locator("#message")).to_have_text("A new session is open.")
+    assert page.text_content("#message") == ENDED
     session_id = page.get_attribute("#editor", "data-session-id")
+    assert session_id not in (None, "no-such-session")
     assert address_session(page) == session_id
-    assert page.is_hidden("#start-again")
+    assert object_labels(page) == ["Object 1"]
     click_on_box(page, 0)
     frames = server_annotations(server, session_id)["frames"]
     assert [frame["frame_index"] for frame in frames] == [0]
 
 
-def test_a_session_ended_before_a_reload_starts_again_with_the_tabs_clicks(server, page) -> None:
+def test_a_session_ended_before_a_reload_is_replaced_by_one_with_the_stored_work(
+    server, page
+) -> None:
     old_session = open_default_video(server, page)
     click_on_box(page, 0)
     closed = graphql(
@@ -310,18 +304,15 @@ def test_a_session_ended_before_a_reload_starts_again_with_the_tabs_clicks(serve
 
     page.reload()
     page.wait_for_selector("#editor[data-ready=true]")
-    assert page.text_content("#message") == (
-        "This page's session has ended on the server (it was idle too long, or the server"
-        " restarted). Start again to open a new one on this video with your clicks on 1 frame."
-    )
-    assert object_labels(page) == ["Object 1 · clicked on 1 frame"]
 
-    page.click("#start-again")
-    expect(page.locator("#message")).to_have_text("A new session is open, with your clicks.")
+    # the new session starts with the work the server kept: the click and its mask
+    assert page.text_content("#message") == ENDED
+    assert object_labels(page) == ["Object 1 · clicked on 1 frame"]
     new_session = page.get_attribute("#editor", "data-session-id")
     assert new_session != old_session
     objects = server_annotations(server, new_session)["frames"][0]["objects"]
     assert [item["object_id"] for item in objects] == [1]
+    assert page.get_attribute("#timeline", "data-mask-runs") == "0-0"
     assert page.is_enabled("#propagate")
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from segmentation.models import Annotation, DeletionId, Video
+from segmentation.models import Annotation, DeletionId, Video, VideoPreparation, Work
 
 pytestmark = pytest.mark.django_db
 
@@ -69,14 +70,23 @@ def test_expired_sessions_go_with_the_deletion_ids_that_own_nothing():
     )
     live = client_session(expired=False)
     deletion_id("live", live)  # owns nothing yet; its client may still upload
+    shared = Video.objects.get(path="gallery/shared.mp4")
+    Work.objects.create(video=shared, owner=annotator)  # expired with its owner
+    kept = Work.objects.create(video=shared, owner=live)
     deletion_id("session-gone", "no-such-session")
 
     # when
     first, second = purge(), purge()
 
     # then
-    assert first == "deleted 3 expired session(s) and 3 deletion ID(s) that owned nothing\n"
-    assert second == "deleted 0 expired session(s) and 0 deletion ID(s) that owned nothing\n"
+    assert first == (
+        "deleted 3 expired session(s), 1 work(s) kept for them and 3 deletion ID(s) that owned "
+        "nothing\n"
+    )
+    assert second == (
+        "deleted 0 expired session(s), 0 work(s) kept for them and 0 deletion ID(s) that owned "
+        "nothing\n"
+    )
     assert list(Session.objects.values_list("session_key", flat=True)) == [live]
     assert sorted(DeletionId.objects.values_list("id", flat=True)) == [
         "annotator",
@@ -86,11 +96,45 @@ def test_expired_sessions_go_with_the_deletion_ids_that_own_nothing():
     ]
     assert Video.objects.get(path="uploads/kept.mp4").deletion_id_id == "uploader-old"
     assert Annotation.objects.get().deletion_id_id == "annotator"
+    assert list(Work.objects.all()) == [kept]
 
 
-def test_only_the_consent_mutations_make_a_session(client: Client):
-    # given: what an anonymous client does without asking for a deletion ID
-    for page in ("/", "/annotate/", "/tv/", "/admin/login/", "/healthz", "/graphql"):
+def preparation(owner: str, state: str) -> VideoPreparation:
+    return VideoPreparation.objects.create(
+        id=uuid.uuid4(),
+        owner=owner,
+        client="127.0.0.1",
+        file_name=f"{state}.mp4",
+        source_path=f"preparing/{state}.source",
+        source_bytes=1,
+        start=0,
+        duration=10,
+        state=state,
+        heartbeat=timezone.now(),
+    )
+
+
+def test_a_failed_upload_goes_with_its_owners_session():
+    # given the failures of an expired session's uploads and of a live one's
+    expired, live = client_session(expired=True), client_session(expired=False)
+    gone = preparation(expired, VideoPreparation.State.FAILED)
+    unfinished = preparation(expired, VideoPreparation.State.PREPARING)
+    read_later = preparation(live, VideoPreparation.State.FAILED)
+
+    # when
+    purge()
+
+    # then the expired one's failure is gone; what is still being prepared, and the live
+    # session's failure, stay
+    assert sorted(VideoPreparation.objects.values_list("pk", flat=True)) == sorted(
+        [unfinished.pk, read_later.pk]
+    )
+    assert not VideoPreparation.objects.filter(pk=gone.pk).exists()
+
+
+def test_only_the_consent_mutations_and_the_annotator_make_a_session(client: Client):
+    # given: what an anonymous client does without asking for a deletion ID or annotating
+    for page in ("/", "/tv/", "/admin/login/", "/healthz", "/graphql"):
         client.get(page)
     for query in (
         "{ __typename }",
@@ -110,3 +154,14 @@ def test_only_the_consent_mutations_make_a_session(client: Client):
     assert created.status_code == 200
     assert Session.objects.count() == 1
     assert DeletionId.objects.get().session_key == Session.objects.get().session_key
+
+
+def test_the_annotator_page_makes_the_session_its_work_is_kept_for(client: Client):
+    # when an anonymous client opens the annotator, twice
+    client.get("/annotate/")
+    client.get("/annotate/")
+
+    # then it has one cookie session, which its work will belong to
+    assert list(Session.objects.values_list("session_key", flat=True)) == [
+        client.cookies["sessionid"].value
+    ]

@@ -35,13 +35,13 @@ JSON = st.recursive(
 NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**40), 2**40))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(arrays(np.bool_, st.tuples(st.integers(1, 40), st.integers(1, 40))))
 def test_rle_round_trip(mask: np.ndarray) -> None:
     np.testing.assert_array_equal(rle_decode(rle_encode(mask)), mask)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.one_of(
     JSON,
     st.fixed_dictionaries({
@@ -112,7 +112,7 @@ ADD = """mutation($input: AddPointsInput!) {
 }"""
 
 
-@settings(FIXTURES_ONCE, max_examples=80)
+@settings(FIXTURES_ONCE, max_examples=50)
 @given(
     points=st.one_of(
         st.lists(st.lists(NUMBER, max_size=3), max_size=6),
@@ -173,7 +173,7 @@ BOXED = """mutation($input: AddPointsInput!) {
 }"""
 
 
-@settings(FIXTURES_ONCE, max_examples=40)
+@settings(FIXTURES_ONCE, max_examples=25)
 @given(prompt=box_prompts())
 def test_add_points_with_a_box_answers_as_the_docs_say(
     client: Client, library_video: str, prompt: BoxPrompt

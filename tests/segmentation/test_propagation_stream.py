@@ -294,7 +294,10 @@ def test_a_session_names_the_engine_that_answers_it(server: str) -> None:
     named = requests.get(f"{server}/sessions/{session_id}/engine", timeout=10)
     unknown = requests.get(f"{server}/sessions/nowhere/engine", timeout=10)
 
-    assert (named.status_code, named.json()) == (200, {"engine": "classic: no weights, CPU"})
+    assert (named.status_code, named.json()) == (
+        200,
+        {"engine": "classic: no weights, CPU", "keeps_work": False},  # opened with no cookie
+    )
     assert (unknown.status_code, unknown.json()) == (
         404,
         {"error": "no session with id 'nowhere'", "code": "SESSION_NOT_FOUND"},

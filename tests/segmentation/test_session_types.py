@@ -93,6 +93,8 @@ def test_each_code_carries_the_status_a_plain_endpoint_answers_with():
     assert {code.value: code.http_status for code in ErrorCode} == {
         "SESSION_NOT_FOUND": 404,
         "VIDEO_NOT_FOUND": 404,
+        "UPLOAD_NOT_FOUND": 404,
+        "JOB_NOT_FOUND": 404,
         "BAD_USER_INPUT": 400,
         "UPLOAD_TOO_LARGE": 413,
         "UNSUPPORTED_MEDIA": 400,

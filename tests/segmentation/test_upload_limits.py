@@ -232,12 +232,14 @@ def test_uploads_past_the_slots_and_the_queue_are_refused_on_the_server(tmp_path
     ]
     var = tmp_path / "var"
     with (
-        running_server(var, MAX_PARALLEL_TRANSCODES="1", MAX_QUEUED_TRANSCODES="1") as server,
+        running_server(
+            var, MAX_PARALLEL_TRANSCODES="1", MAX_QUEUED_TRANSCODES="1", UPLOADS_PER_CLIENT="4"
+        ) as server,
         ThreadPoolExecutor(4) as senders,
     ):
         first = senders.submit(post_upload, server, slow)
         deadline = time.monotonic() + 30
-        while not list((var / "media" / "uploads").glob(".*.partial")):  # it is decoding
+        while not list((var / "media" / "uploads" / ".preparing").glob("*.mp4")):  # decoding
             assert time.monotonic() < deadline
             time.sleep(0.005)
 
@@ -246,28 +248,37 @@ def test_uploads_past_the_slots_and_the_queue_are_refused_on_the_server(tmp_path
         others = [future.result() for future in sent]
         slow_answer = first.result()
 
-    # then the first and one more are stored, the other two refused at once
-    answers = [response.json() for response in [slow_answer, *others]]
-    stored = [answer["data"]["uploadVideo"]["path"] for answer in answers if answer["data"]]
-    refused = [(response, response.json()) for response in others if "errors" in response.json()]
-    assert len(stored) == 2
-    assert [
-        (response.headers["Retry-After"], answer["errors"][0]) for response, answer in refused
-    ] == [
-        (
-            "10",
-            {
-                "message": "too many uploads at once: 1 being decoded and 1 waiting; "
-                "try again in 10 s",
-                "locations": [{"line": 2, "column": 3}],
-                "path": ["uploadVideo"],
-                "extensions": {"code": "SERVER_BUSY", "retryAfter": 10},
-            },
+        # then the first and one more are stored, the other two refused at once (checked while
+        # the server runs: a failure then shows its log)
+        answers = [response.json() for response in [slow_answer, *others]]
+        stored = [answer["data"]["uploadVideo"]["path"] for answer in answers if answer["data"]]
+        refused = [
+            (response.headers.get("Retry-After"), response.json()["errors"][0])
+            for response in others
+            if "errors" in response.json()
+        ]
+        assert len(stored) == 2, answers
+        assert (
+            refused
+            == [
+                (
+                    "10",
+                    {
+                        "message": "too many uploads at once: 1 being prepared and 1 waiting; "
+                        "try again in 10 s",
+                        "locations": [{"line": 2, "column": 3}],
+                        "path": ["uploadVideo"],
+                        "extensions": {"code": "SERVER_BUSY", "retryAfter": 10},
+                    },
+                )
+            ]
+            * 2
         )
-    ] * 2
     # and nothing of theirs is kept: the two stored videos, no partial or incoming file
     assert sorted(
-        str(path.relative_to(var / "media")) for path in (var / "media" / "uploads").iterdir()
+        str(path.relative_to(var / "media"))
+        for path in (var / "media" / "uploads").rglob("*")
+        if path.is_file()
     ) == sorted(stored)
 
 

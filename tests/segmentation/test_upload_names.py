@@ -13,7 +13,7 @@ from django.test import Client
 from graphql_relay import to_global_id
 
 from segmentation.models import Video
-from segmentation.services.uploads import upload_name_clean
+from segmentation.services.upload_names import upload_name_clean
 from segmentation.services.videos import video_register
 from tests.conftest import running_server
 from tests.segmentation.synthetic import make_video, write_mp4

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -23,7 +24,15 @@ import requests
 from segmentation.errors import TooManySessions
 from segmentation.workers.client import WorkerClient
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
-from tests.conftest import ROOT, manage, migrated, project_env, running_server
+from tests.conftest import (
+    ROOT,
+    free_port,
+    manage,
+    migrated,
+    project_env,
+    running_server,
+    server_pid,
+)
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_propagation_stream import (
     click,
@@ -194,16 +203,17 @@ def test_sessions_spread_over_the_workers_and_every_operation_reaches_its_own(la
     for n, session_id in enumerate(sessions):
         closed = graphql(fronts[n % 2], CLOSE, input={"sessionId": session_id})
         assert closed["data"]["closeSession"]["success"] is True
-    # per session: open, two clicks, a clear and the close; 4 more on the first one
+    # per session: open, two clicks, a clear and the close; 5 more on the first one (its
+    # export asks where its work is kept first: nowhere, for a session of no owner)
     after = wait_for(lambda: _after_beat(prefix, before))
-    assert sum(after.values()) == SESSIONS * 5 + 4
+    assert sum(after.values()) == SESSIONS * 5 + 5
     assert {name: info["load"] for name, info in registered(prefix).items()} == {"a": 0, "b": 0}
 
 
 def _after_beat(prefix: str, before: dict[str, int]) -> dict[str, int] | None:
     now = registered(prefix)
     done = {name: info["operations"] - before[name] for name, info in now.items()}
-    return done if sum(done.values()) >= SESSIONS * 5 + 4 else None
+    return done if sum(done.values()) >= SESSIONS * 5 + 5 else None
 
 
 @contextlib.contextmanager
@@ -364,6 +374,54 @@ def test_the_annotator_names_the_engine_of_the_worker_holding_the_session(layout
     # the page is drawn naming none (this process holds no engine); the session's worker names
     # its own, through either web process, until the session is closed
     assert '">Engine: inference workers</span>' in page
-    assert (named.status_code, named.json()) == (200, {"engine": "classic: no weights, CPU"})
+    assert (named.status_code, named.json()) == (
+        200,
+        {"engine": "classic: no weights, CPU", "keeps_work": False},  # opened with no cookie
+    )
     assert closed["data"]["closeSession"]["success"] is True
     assert (gone.status_code, gone.json()["code"]) == (404, "SESSION_NOT_FOUND")
+
+
+def test_a_propagation_job_runs_on_its_worker_through_a_restart_of_the_front(tmp_path: Path):
+    # given a worker, and a front where an annotator started a propagation job
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    write_mp4(make_video(240), videos / "long.mp4")
+    extra = worker_settings()
+    env = project_env(tmp_path, **extra)
+    migrated(env)
+    assert manage("import_videos", str(videos), env=env).returncode == 0
+    browser = requests.Session()
+    with worker_running(tmp_path, env, "a"):
+        with running_server(tmp_path, port=free_port(), log_name="front.log", **extra) as front:
+            browser.get(f"{front}/annotate/", timeout=30)
+            session_id = browser.post(
+                f"{front}/graphql",
+                json={
+                    "query": 'mutation { startSession(input: {path: "gallery/long.mp4"}) '
+                    "{ sessionId } }"
+                },
+                headers={"X-Keep-Work": "1"},
+                timeout=60,
+            ).json()["data"]["startSession"]["sessionId"]
+            graphql(front, ADD, input=click_input(session_id, 1, 0))
+            answer = browser.post(
+                f"{front}/sessions/{session_id}/propagation",
+                json={"start_frame_index": 0, "direction": "forward"},
+                timeout=30,
+            )
+            job_id = answer.json()["job"]["id"]
+
+            def job(server: str) -> dict:
+                jobs = browser.get(f"{server}/propagations", timeout=10).json()["jobs"]
+                return next(job for job in jobs if job["id"] == job_id)
+
+            # when the front is killed while the job runs
+            wait_for(lambda: job(front)["done"] >= 10)
+            os.kill(server_pid(front), signal.SIGKILL)
+
+        # then a front started again finds the job gone on meanwhile, and ending on the worker
+        with running_server(tmp_path, log_name="front-again.log", **extra) as front:
+            ended = wait_for(lambda: (j := job(front))["status"] != "running" and j, 60)
+            assert (ended["status"], ended["done"], ended["frames"]) == ("done", 240, 240)
+            assert ended["session_id"] == session_id  # never taken up elsewhere

@@ -27,20 +27,44 @@
   mask the frame showed, and the clicks sent with it or after it correct that cut.
 - All work happens at a working size (``work_size`` on the long side); masks are scaled back to
   the video's resolution on output, where each pixel goes to at most one object.
+
+Memory. Without :attr:`~VideoState.recall` the state keeps every result (a packed working-size
+mask per object and frame: about 16 kB a frame at 480 x 270). With it, the state keeps what the
+next frame needs: the anchors (clicks, mask, colour models), the sweeps that carry each object
+(its track on the last frame reached), a few working-size frames, the last ``results_kept``
+results of each object that were shown (and those not shown yet: a sweep from an anchor ahead
+of the pass carries the object back over the frames the pass reaches next, which are kept until
+the pass gets there), and the serial number of each frame's result in an array allocated once
+per object (4 bytes a frame), so that whether a frame's result is current is known everywhere.
+A result out of that window comes from ``recall``: as the frame's output, as it was shown, and
+at working size where the engine needs it (a click's prior). Propagation never reads results
+(sweeps carry their own tracks), so its results do not change; a click on a frame whose result
+was evicted corrects the recalled mask scaled to working size, which differs from the working
+result only by the output's smoothing and scaling.
+
+:meth:`~VideoState.restore` makes an anchor of the stored mask at working size and the stored
+clicks: a list extending them applies only the new clicks, as on the first state. What is not
+stored is whether the clicks corrected an earlier mask (the anchor's prior and its stand-in
+click): a restored anchor's further clicks cut as on a frame that showed nothing before, and a
+list that does not extend its clicks is cut afresh. The frame shows the stored mask as given
+until the anchor changes.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import io
 import itertools
+import pickle
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
-from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
+from segmentation.engines.base import Engine, EngineOptions, Masks, Prompt, VideoState
 from segmentation.engines.classic.click_cut import (
     Box,
     Click,
@@ -183,9 +207,17 @@ LOOKS_SHARE = 0.25
 FLOW_MARGIN, FLOW_PAD, WHOLE_FLOW = 0.5, 24, 0.8
 # Frames kept at working size: a pass reads each frame once per object.
 WORKING_FRAMES = 4
+# The form anchor_kept writes an anchor in; one of another form is rebuilt from its mask.
+KEPT_FORMAT = 1
+# A frame's serial number once its result was dropped (its prompts cleared, or no anchor left):
+# the mask shown there before is past, and not recalled.
+DROPPED = -1
 
 
 class ClassicVideoState(VideoState):
+    # results each object keeps once ``recall`` is set (the older ones come from it)
+    results_kept = 256
+
     def __init__(self, frames: FrameSource, options: ClassicOptions) -> None:
         super().__init__(frames)
         self._options = options
@@ -195,17 +227,28 @@ class ClassicVideoState(VideoState):
             max(round(frames.height * scale), 1),
         )
         self._anchors: dict[int, dict[int, Anchor]] = {}
-        # per object and frame: the packed working-size mask and its anchor's serial number
-        self._results: dict[int, dict[int, tuple[np.ndarray, int]]] = {}
+        # per object and frame, the latest stored last: the packed working-size mask (all of
+        # them without ``recall``; with it, those not shown yet and the last shown ones)
+        self._results: dict[int, dict[int, np.ndarray]] = {}
+        # per object, the frames whose kept result has been shown (and so is in the store that
+        # ``recall`` reads), the earliest shown first: the ones let go past ``results_kept``
+        self._results_shown: dict[int, collections.OrderedDict[int, None]] = {}
+        # per object, each frame's result's anchor serial number (0: no result)
+        self._result_serials: dict[int, np.ndarray] = {}
+        # per object and restored anchor's frame: the mask given back, packed at the video's
+        # size, with the serial of the anchor it is shown for
+        self._shown: dict[int, dict[int, tuple[np.ndarray, int]]] = {}
         self._flow = FlowWarp(options.flow_preset)
         self._sweeps: dict[int, _Sweep] = {}  # per object, along the pass under way
         self._working_frames: collections.OrderedDict[int, _Working] = collections.OrderedDict()
         self._serials = itertools.count(1)
         self._terrain: tuple[int, Terrain] | None = None  # the last clicked frame's
+        self._carried: dict[int, _Sweep] | None = None  # sweeps the next pass takes up
+        self._tracked_last = -1  # the frame a pass tracked last
 
     # Clicks.
-    def _segment(self, frame_index: int, object_id: int) -> Masks:
-        prompt = self.prompts[object_id][frame_index]
+    def _working_clicks(self, prompt: Prompt) -> tuple[list[Click], Box | None]:
+        """The prompt's clicks and box in working-size pixels."""
         scale = np.array(self._work_size, np.float64) / (self.frames.width, self.frames.height)
         points, labels = prompt.clicks
         clicks = [
@@ -213,6 +256,11 @@ class ClassicVideoState(VideoState):
             for (x, y), label in zip(points * scale, labels, strict=True)
         ]
         box = None if prompt.box is None else Box(*(prompt.box * scale).ravel().tolist())
+        return clicks, box
+
+    def _segment(self, frame_index: int, object_id: int) -> Masks:
+        prompt = self.prompts[object_id][frame_index]
+        clicks, box = self._working_clicks(prompt)
         anchors = self._anchors.setdefault(object_id, {})
         old = anchors.get(frame_index)
         prior = old.prior if old is not None else self._result(object_id, frame_index)
@@ -257,34 +305,161 @@ class ClassicVideoState(VideoState):
 
     def _masked(self, frame_index: int, object_id: int, mask: np.ndarray) -> None:
         # an anchor with no clicks: later clicks there correct this mask (see _segment)
-        small = cv2.resize(mask.astype(np.float32), self._work_size, interpolation=cv2.INTER_AREA)
-        anchored = small >= 0.5
+        anchored = self._working_mask(mask)
         anchor = Anchor([], anchored, anchored, next(self._serials))
         self._anchors.setdefault(object_id, {})[frame_index] = anchor
         self._store(object_id, frame_index, anchored, anchor.serial)
 
+    def anchor_kept(self, *, object_id: int, frame_index: int) -> bytes | None:
+        """The anchor as it is, to the bit (``Anchor`` but its colour model, learned again from
+        the same mask when needed): its clicks, mask, prior, stand-in clicks and box, at this
+        state's working size, as NumPy arrays in one ``.npz``."""
+        anchor = self._anchors.get(object_id, {}).get(frame_index)
+        if anchor is None:
+            return None
+        arrays = {
+            "format": np.array([KEPT_FORMAT]),
+            "work_size": np.array(self._work_size),
+            "clicks": _clicks_array(anchor.clicks),
+            "seeds": _clicks_array(anchor.seeds),
+            "mask": np.packbits(anchor.mask),
+        }
+        if anchor.prior is not None:
+            arrays["prior"] = np.packbits(anchor.prior)
+        if anchor.box is not None:
+            box = anchor.box
+            arrays["box"] = np.array([box.left, box.top, box.right, box.bottom], np.float64)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **arrays)
+        return buffer.getvalue()
+
+    def _kept_anchor(self, kept: bytes | None) -> Anchor | None:
+        """The anchor :meth:`anchor_kept` wrote, with a new serial number; None if ``kept`` is
+        none, or not one of this engine's at this working size."""
+        if kept is None:
+            return None
+        try:
+            with np.load(io.BytesIO(kept), allow_pickle=False) as arrays:
+                if int(arrays["format"][0]) != KEPT_FORMAT:
+                    return None
+                if tuple(int(n) for n in arrays["work_size"]) != self._work_size:
+                    return None
+                width, height = self._work_size
+
+                def unpacked(name: str) -> np.ndarray:
+                    bits = np.unpackbits(arrays[name], count=width * height)
+                    return bits.reshape(height, width).astype(bool)
+
+                box = Box(*arrays["box"].tolist()) if "box" in arrays else None
+                return Anchor(
+                    _clicks_list(arrays["clicks"]),
+                    unpacked("mask"),
+                    unpacked("prior") if "prior" in arrays else None,
+                    next(self._serials),
+                    seeds=tuple(_clicks_list(arrays["seeds"])),
+                    box=box,
+                )
+        except (ValueError, KeyError, OSError, EOFError):  # not an anchor this engine wrote
+            return None
+
+    def _restored(
+        self,
+        frame_index: int,
+        object_id: int,
+        prompt: Prompt | None,
+        mask: np.ndarray,
+        kept: bytes | None,
+    ) -> None:
+        exact = self._kept_anchor(kept)
+        if exact is not None:  # the anchor as it was: its own output is the one shown
+            self._anchors.setdefault(object_id, {})[frame_index] = exact
+            self._store(object_id, frame_index, exact.mask, exact.serial)
+            return
+        anchored = self._working_mask(mask)
+        if prompt is None:
+            anchor = Anchor([], anchored, anchored, next(self._serials))
+        else:
+            clicks, box = self._working_clicks(prompt)
+            anchor = Anchor(clicks, anchored, None, next(self._serials), box=box)
+        self._anchors.setdefault(object_id, {})[frame_index] = anchor
+        self._store(object_id, frame_index, anchored, anchor.serial)
+        shown = self._shown.setdefault(object_id, {})
+        shown[frame_index] = (np.packbits(mask), anchor.serial)
+
     def _masks(self, frame_index: int) -> Masks:
-        return self._output(frame_index)
+        # an answer that may be kept nowhere (an export's): its results are not let go for it
+        return self._output(frame_index, shown=False)
 
     def _cleared(self, frame_index: int, object_id: int) -> Masks:
         self._anchors.get(object_id, {}).pop(frame_index, None)
-        self._results.get(object_id, {}).pop(frame_index, None)
+        self._drop(object_id, frame_index)
         return self._output(frame_index)
 
     def _reset(self) -> None:
-        self._anchors.clear()
-        self._results.clear()
-        self._sweeps.clear()
+        for per_object in self._per_object:
+            per_object.clear()
 
     def _removed(self, object_id: int) -> None:
-        for per_object in (self._anchors, self._results, self._sweeps):
+        for per_object in self._per_object:
             per_object.pop(object_id, None)
+
+    @property
+    def _per_object(self) -> tuple[dict, ...]:
+        return (
+            self._anchors,
+            self._results,
+            self._results_shown,
+            self._result_serials,
+            self._shown,
+            self._sweeps,
+        )
 
     # Propagation.
     def _start_pass(self, frame_index: int) -> None:
         self._sweeps.clear()
+        if self._carried is not None:  # taken up where an earlier state's pass was
+            self._sweeps.update(self._carried)
+            self._carried = None
+
+    def carry(self) -> bytes | None:
+        """Each object's sweep (its anchor's frame, its way and its track on the frame it has
+        reached), pickled: the frame's image is decoded again where it is taken up."""
+        sweeps = {}
+        for object_id, sweep in self._sweeps.items():
+            anchor = next(
+                (
+                    frame
+                    for frame, a in self._anchors.get(object_id, {}).items()
+                    if a.serial == sweep.serial
+                ),
+                None,
+            )
+            if anchor is not None:
+                sweeps[object_id] = (anchor, sweep.step, sweep.frame.index, sweep.track)
+        if not sweeps:
+            return None
+        at = self._tracked_last
+        data = {"format": KEPT_FORMAT, "work_size": self._work_size, "at": at, "sweeps": sweeps}
+        return zlib.compress(pickle.dumps(data, protocol=5))
+
+    def carry_restore(self, carry: bytes) -> int | None:
+        try:
+            data = _CarryUnpickler(io.BytesIO(zlib.decompress(carry))).load()
+            if data["format"] != KEPT_FORMAT or tuple(data["work_size"]) != self._work_size:
+                return None
+            carried = {}
+            for object_id, (anchor, step, frame, track) in data["sweeps"].items():
+                kept = self._anchors.get(object_id, {}).get(anchor)
+                if kept is None:
+                    return None
+                carried[object_id] = _Sweep(kept.serial, step, self._working(frame), track)
+        except (pickle.UnpicklingError, zlib.error, KeyError, TypeError, ValueError):
+            return None
+        self._carried = carried
+        return int(data["at"])
 
     def _track(self, frame_index: int, *, reverse: bool) -> Masks:
+        self._tracked_last = frame_index
         for object_id in self.object_ids:
             self._refresh(object_id, frame_index)
         return self._output(frame_index)
@@ -295,7 +470,7 @@ class ClassicVideoState(VideoState):
         anchors = self._anchors.get(object_id, {})
         source = _nearest(anchors, frame_index)
         if source is None:
-            self._results.get(object_id, {}).pop(frame_index, None)
+            self._drop(object_id, frame_index)
             return
         anchor = anchors[source]
         if self._serial(object_id, frame_index) == anchor.serial:
@@ -406,29 +581,118 @@ class ClassicVideoState(VideoState):
             )
         return anchor.model
 
+    def _working_mask(self, mask: np.ndarray) -> np.ndarray:
+        """A mask at the video's size (bool) at the working size."""
+        small = cv2.resize(mask.astype(np.float32), self._work_size, interpolation=cv2.INTER_AREA)
+        return small >= 0.5
+
     def _store(self, object_id: int, frame_index: int, mask: np.ndarray, serial: int) -> None:
-        """The object's mask on the frame, from the anchor of that serial number."""
-        self._results.setdefault(object_id, {})[frame_index] = (np.packbits(mask), serial)
+        """The object's mask on the frame, from the anchor of that serial number; once
+        ``recall`` is set, the object's results shown longest ago beyond ``results_kept`` are let
+        go. A result not shown yet is kept until it is: a sweep from an anchor ahead of the pass
+        carries the object back over the frames the pass reaches next, and ``recall`` has not
+        got them (so memory holds those, 16 kB a frame at 480 x 270, until the pass gets there)."""
+        results = self._results.setdefault(object_id, {})
+        results.pop(frame_index, None)  # stored again: the latest
+        results[frame_index] = np.packbits(mask)
+        shown = self._results_shown.setdefault(object_id, collections.OrderedDict())
+        shown.pop(frame_index, None)
+        serials = self._result_serials.get(object_id)
+        if serials is None:
+            serials = self._result_serials[object_id] = np.zeros(self.frame_count, np.int32)
+        serials[frame_index] = serial
+        self._let_go(object_id)
+
+    def _let_go(self, object_id: int) -> None:
+        """Once ``recall`` is set: the object's results shown longest ago, past the last
+        ``results_kept``."""
+        if self.recall is None:
+            return
+        results = self._results.get(object_id, {})
+        shown = self._results_shown.get(object_id, {})
+        while len(results) > self.results_kept and shown:
+            let_go, _ = shown.popitem(last=False)
+            del results[let_go]
+
+    def _drop(self, object_id: int, frame_index: int) -> None:
+        """The object has no result on the frame, and none shown there stands (``recall``'s
+        is past)."""
+        self._results.get(object_id, {}).pop(frame_index, None)
+        self._results_shown.get(object_id, {}).pop(frame_index, None)
+        serials = self._result_serials.get(object_id)
+        if serials is None:
+            serials = self._result_serials[object_id] = np.zeros(self.frame_count, np.int32)
+        serials[frame_index] = DROPPED
 
     def _serial(self, object_id: int, frame_index: int) -> int | None:
         """The serial number of the anchor the object's result on the frame came from."""
-        stored = self._results.get(object_id, {}).get(frame_index)
-        return None if stored is None else stored[1]
+        serials = self._result_serials.get(object_id)
+        serial = 0 if serials is None else int(serials[frame_index])
+        return serial if serial > 0 else None
+
+    def _dropped(self, object_id: int, frame_index: int) -> bool:
+        serials = self._result_serials.get(object_id)
+        return serials is not None and serials[frame_index] == DROPPED
 
     def _result(self, object_id: int, frame_index: int) -> np.ndarray | None:
-        stored = self._results.get(object_id, {}).get(frame_index)
-        if stored is None:
-            return None
-        packed = stored[0]
+        """The object's result on the frame at working size: kept, or recalled and scaled."""
+        packed = self._results.get(object_id, {}).get(frame_index)
+        if packed is None:
+            recalled = self._recalled(object_id, frame_index, {})
+            return None if recalled is None else self._working_mask(recalled)
         width, height = self._work_size
         return np.unpackbits(packed, count=width * height).reshape(height, width).astype(bool)
 
-    def _output(self, frame_index: int) -> Masks:
-        """Every object's mask on the frame at the video's size, each pixel to one object."""
+    def _recalled(
+        self, object_id: int, frame_index: int, recalled: dict[int, Masks]
+    ) -> np.ndarray | None:
+        """The object's mask on the frame as last shown, where this state holds no result there
+        (let go, or never made: a state given its work back holds only its anchors), unless
+        its result there was dropped since (``recalled``: the frame's masks once asked for);
+        None where it has none."""
+        if self.recall is None or self._dropped(object_id, frame_index):
+            return None
+        if frame_index not in recalled:
+            recalled[frame_index] = self.recall(frame_index)
+        mask = recalled[frame_index].get(object_id)
+        shape = (self.frames.height, self.frames.width)
+        return np.zeros(shape, bool) if mask is None else np.asarray(mask, bool)
+
+    def _shown_mask(self, object_id: int, frame_index: int) -> np.ndarray | None:
+        """The mask a restored anchor on the frame was given back with, while it is current."""
+        shown = self._shown.get(object_id, {}).get(frame_index)
+        if shown is None or shown[1] != self._serial(object_id, frame_index):
+            return None
+        width, height = self.frames.width, self.frames.height
+        return np.unpackbits(shown[0], count=width * height).reshape(height, width).astype(bool)
+
+    def _output(self, frame_index: int, *, shown: bool = True) -> Masks:
+        """Every object's mask on the frame at the video's size, each pixel to one object; with
+        ``shown``, an answer that whoever runs the state keeps (what ``recall`` gives back)."""
+        masks = self._output_masks(frame_index)
+        if shown:
+            for object_id in self.object_ids:
+                if frame_index in self._results.get(object_id, {}):
+                    self._results_shown.setdefault(object_id, collections.OrderedDict())
+                    self._results_shown[object_id][frame_index] = None
+                    self._let_go(object_id)
+        return masks
+
+    def _output_masks(self, frame_index: int) -> Masks:
+        """:meth:`_output`'s masks."""
         size = (self.frames.width, self.frames.height)
         shape = (self.frames.height, self.frames.width)
         soft = []
+        recalled: dict[int, Masks] = {}
         for object_id in self.object_ids:
+            # a mask given back or recalled is shown as it was (they never overlap)
+            given = self._shown_mask(object_id, frame_index)
+            packed = self._results.get(object_id, {}).get(frame_index)
+            if given is None and packed is None:
+                given = self._recalled(object_id, frame_index, recalled)
+            if given is not None:
+                soft.append(given.astype(np.float32))
+                continue
             mask = self._result(object_id, frame_index)
             if mask is None:
                 soft.append(np.zeros(shape, np.float32))
@@ -453,6 +717,37 @@ class ClassicVideoState(VideoState):
             free &= ~mine
             masks[object_id] = mine
         return masks
+
+
+class _CarryUnpickler(pickle.Unpickler):
+    """A carry read back (:meth:`ClassicVideoState.carry`): NumPy's arrays and this engine's
+    own records, nothing else."""
+
+    ALLOWED = {
+        ("numpy", "dtype"),
+        ("numpy._core.numeric", "_frombuffer"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        (__name__, "_Track"),
+        ("segmentation.engines.classic.colour_model", "ColourModel"),
+        ("segmentation.engines.classic.local_colour", "EdgeModels"),
+    }
+
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"not in a carry: {module}.{name}")
+        return super().find_class(module, name)
+
+
+def _clicks_array(clicks: Iterable[Click]) -> np.ndarray:
+    """Clicks as an N x 3 array: x, y, and 1 for a positive click (0 for a negative one)."""
+    rows = [(click.x, click.y, float(click.positive)) for click in clicks]
+    return np.array(rows, np.float64).reshape(-1, 3)
+
+
+def _clicks_list(array: np.ndarray) -> list[Click]:
+    return [Click(float(x), float(y), bool(positive)) for x, y, positive in array.tolist()]
 
 
 def _nearest(anchors: Mapping[int, object], frame_index: int) -> int | None:

@@ -8,6 +8,14 @@ background, and each frame's masks are finished in another thread while the next
 (:mod:`.pipeline`): the thread that launches the model's kernels does little else. The model runs
 under bfloat16 autocast where the hardware computes it natively (CUDA, with TF32 matrix products
 as SAM 2's demo does; CPUs with AMX or AVX-512 BF16), in float32 elsewhere (:mod:`.precision`).
+
+The tracker (:mod:`.tracker`) keeps every tracked frame's output (mask logits, memory, object
+pointer: 0.31 MB a frame and object for EdgeTAM) until :attr:`~VideoState.recall` is set; then
+it keeps the conditioning frames and what is within reach of the frame being tracked, and a
+frame it no longer holds shows the masks ``recall`` gives (an object it still holds, or tracks
+there anew, takes its pixels first). A correction far from the last tracked frame rebuilds the
+memories it attends to from recalled masks, re-encoding those frames; a restored anchor
+(:meth:`~VideoState.restore`) is shown as given and made a conditioning frame when first needed.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import numpy as np
 import torch
 
 from core.malloc import malloc_keep_tensors
-from segmentation.engines.base import Engine, EngineOptions, Masks, VideoState
+from segmentation.engines.base import Engine, EngineOptions, Masks, Prompt, VideoState
 from segmentation.engines.frames import FrameSource
 from segmentation.engines.sam2.catalogue import checkpoint_resolve
 from segmentation.engines.sam2.checkpoint import checkpoint_load
@@ -35,7 +43,7 @@ from segmentation.engines.sam2.model import FrameFeatures, Sam2Model
 from segmentation.engines.sam2.pipeline import FramesAhead, MasksBehind
 from segmentation.engines.sam2.precision import CHOICES as PRECISION_CHOICES
 from segmentation.engines.sam2.precision import precision_choose, precision_name
-from segmentation.engines.sam2.tracker import Tracker
+from segmentation.engines.sam2.tracker import Result, Tracker
 
 T = TypeVar("T")
 DEVICES = ("auto", "cuda", "mps", "cpu")
@@ -200,6 +208,7 @@ class Sam2Engine(Engine):
 
 class Sam2VideoState(VideoState):
     def __init__(self, frames: FrameSource, engine: Sam2Engine) -> None:
+        self._recall: Callable[[int], Masks] | None = None
         super().__init__(frames)
         self._engine = engine
         self._model = engine.model
@@ -217,6 +226,18 @@ class Sam2VideoState(VideoState):
             fill_hole_area=options.fill_hole_area,
             offload=engine.device.type != "cpu",
         )
+        self.tracker.recall = self._recall
+
+    @property  # type: ignore[override]
+    def recall(self) -> Callable[[int], Masks] | None:
+        return self._recall
+
+    @recall.setter
+    def recall(self, recall: Callable[[int], Masks] | None) -> None:
+        self._recall = recall
+        tracker = getattr(self, "tracker", None)  # set by VideoState.__init__ before it exists
+        if tracker is not None:
+            tracker.recall = recall
 
     # Frames.
     def model_input(self, frame_index: int) -> torch.Tensor:
@@ -239,10 +260,14 @@ class Sam2VideoState(VideoState):
         with torch.inference_mode(), self._engine.autocast():
             return work()
 
+    def _model_points(self, prompt: Prompt) -> np.ndarray:
+        """The prompt's points in pixels of the model's input."""
+        span = np.array([max(self.frames.width - 1, 1), max(self.frames.height - 1, 1)])
+        return prompt.points / span * self._model.config.image_size
+
     def _segment(self, frame_index: int, object_id: int) -> Masks:
         prompt = self.prompts[object_id][frame_index]
-        span = np.array([max(self.frames.width - 1, 1), max(self.frames.height - 1, 1)])
-        points = prompt.points / span * self._model.config.image_size
+        points = self._model_points(prompt)
         self._run(lambda: self.tracker.add_clicks(frame_index, object_id, points, prompt.labels))
         return self._masks(frame_index)
 
@@ -250,9 +275,41 @@ class Sam2VideoState(VideoState):
         given = torch.from_numpy(mask)
         self._run(lambda: self.tracker.add_mask(frame_index, object_id, given))
 
+    def _restored(
+        self,
+        frame_index: int,
+        object_id: int,
+        prompt: Prompt | None,
+        mask: np.ndarray,
+        kept: bytes | None,
+    ) -> None:
+        # SAM 2 keeps no form of its own (anchor_kept): its conditioning output is rebuilt
+        # from the mask and the clicks when it is first needed
+        if prompt is None:
+            self.tracker.restore(frame_index, object_id, None, None, mask)
+        else:
+            points = self._model_points(prompt)
+            self.tracker.restore(frame_index, object_id, points, prompt.labels, mask)
+
     def _masks(self, frame_index: int) -> Masks:
-        logits = self.tracker.logits(frame_index)
-        return self._run(lambda: self._masks_behind.finish(logits)).result()
+        finished = self._finished(self.tracker.logits(frame_index))
+        return finished.result() if isinstance(finished, Future) else finished
+
+    def _finished(self, results: dict[int, Result]) -> Future[Masks] | Masks:
+        """The video's masks of the tracker's results: logits finished in another thread;
+        masks known as shown (restored, recalled) taking the pixels no logits took."""
+        known = {k: mask for k, mask in results.items() if isinstance(mask, np.ndarray)}
+        if not known:
+            return self._run(lambda: self._masks_behind.finish(results))  # type: ignore[arg-type]
+        logits = {k: None if k in known else value for k, value in results.items()}
+        masks = self._run(lambda: self._masks_behind.finish(logits)).result()  # type: ignore[arg-type]
+        taken = np.zeros((self.frames.height, self.frames.width), bool)
+        for object_id, mask in masks.items():
+            if object_id not in known:
+                taken |= mask
+        for object_id, mask in known.items():
+            masks[object_id] = mask & ~taken
+        return masks
 
     def _cleared(self, frame_index: int, object_id: int) -> Masks:
         self.tracker.clear_clicks(frame_index, object_id)
@@ -265,14 +322,14 @@ class Sam2VideoState(VideoState):
         self.tracker.remove(object_id)
 
     def _start_pass(self, frame_index: int) -> None:
-        self._run(self.tracker.prepare)
+        self._run(lambda: self.tracker.prepare(frame_index))
 
-    def _track(self, frame_index: int, *, reverse: bool) -> Future[Masks]:
+    def _track(self, frame_index: int, *, reverse: bool) -> Future[Masks] | Masks:
         following = frame_index - 1 if reverse else frame_index + 1
         if 0 <= following < self.frame_count and following not in self._features:
             self._frames_ahead.fetch(following)
-        logits = self._run(lambda: self.tracker.track(frame_index, reverse=reverse))
-        return self._run(lambda: self._masks_behind.finish(logits))
+        results = self._run(lambda: self.tracker.track(frame_index, reverse=reverse))
+        return self._finished(results)
 
     def close(self) -> None:
         self._frames_ahead.close()

@@ -235,16 +235,21 @@ class Sam2Model(nn.Module):
         pointer = present * self.obj_ptr_proj(tokens) + (1 - present) * self.no_obj_ptr
         return Segmented(masks, pointer, decoded.object_scores)
 
+    def mask_logits(self, mask: torch.Tensor) -> torch.Tensor:
+        """A mask (``B x 1 x S x S``, 0 or 1) as the logits of a result: ±10, downsampled to
+        the decoder's size (``B x 1 x S/4 x S/4``)."""
+        size = self.config.image_size // 4
+        logits = mask * MEMORY_MASK_SCALE + MEMORY_MASK_BIAS
+        return F.interpolate(
+            logits, (size, size), mode="bilinear", align_corners=False, antialias=True
+        )
+
     def mask_as_result(self, features: FrameFeatures, mask: torch.Tensor) -> Segmented:
         """A given mask (``B x 1 x S x S``, 0 or 1) taken as the frame's result, as SAM 2 takes
         a mask prompt: logits of ±10 (downsampled to the decoder's size), present exactly when
         the mask is not empty, and an object pointer from the decoder prompted with the mask on
         the frame's own features (no memory)."""
-        size = self.config.image_size // 4
-        logits = mask * MEMORY_MASK_SCALE + MEMORY_MASK_BIAS
-        low = F.interpolate(
-            logits, (size, size), mode="bilinear", align_corners=False, antialias=True
-        )
+        low = self.mask_logits(mask)
         decoded = self.segment(
             features.top, features, None, None, self.mask_downsample(mask), multimask=False
         )

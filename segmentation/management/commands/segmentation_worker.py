@@ -29,6 +29,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.malloc import malloc_arenas_limit
+from segmentation.services.local_sessions import local_sessions
 from segmentation.services.process_engine import engine_chosen, engine_get
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from segmentation.workers.worker import WorkerConsumer, WorkerRuntime
@@ -83,6 +84,8 @@ class Command(BaseCommand):
         for number in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(number, signals.put_nowait, number)
         await runtime.announce()
+        # this worker runs propagation jobs, and takes up those whose process is gone
+        local_sessions().jobs_watch(session_prefix=f"{info.id}.")
         tasks = [asyncio.create_task(server.arun()), asyncio.create_task(runtime.heartbeat())]
         self.stdout.write(
             f"segmentation worker {info.id}: engine {info.engine} on {info.device}, "

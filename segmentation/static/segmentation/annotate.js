@@ -1,6 +1,7 @@
 // The annotator: one video, its frames from the server, clicks that give masks at once, then
 // propagation through the video, playback with the masks, and export. It talks to the server
-// only through the GraphQL API, the propagation stream and the frame and export files.
+// only through the GraphQL API, the propagation jobs, the stored work and the frame and export
+// files.
 //
 // This module is the page's entry: it opens the video and its session (a new one, or the one
 // the page's address names) and wires the page's controls to the modules that each hold a part
@@ -16,18 +17,17 @@ import { FrameImages } from "./frame_images.js";
 import { drawOverlay, showFrame } from "./frame_view.js";
 import { graphql } from "./graphql.js";
 import { onKey } from "./keys.js";
-import { complain } from "./messages.js";
+import { complain, say } from "./messages.js";
 import { onObjectButtons, renderObjects } from "./object_list.js";
 import { addObject, removeObject, selectObject } from "./objects.js";
 import { goTo, play, PREFETCH_FRAMES, stopPlaying } from "./playback.js";
 import { clearAll, clearFrame } from "./prompt_edits.js";
-import { cancelPropagation, startPropagation } from "./propagation.js";
+import { cancelPropagation, followRunningJob, startPropagation } from "./propagation.js";
 import { markEnd } from "./propagation_end.js";
 import { Q } from "./queries.js";
 import { keepAlive, resume, startSession } from "./session.js";
-import { sessionEnded, startAgain } from "./start_again.js";
 import { state } from "./state.js";
-import { keepPlace, keepReceipt, recallPlace } from "./tab_storage.js";
+import { keepPlace, recallColours, recallPlace } from "./tab_storage.js";
 import { drawTimeline, timelineFrame } from "./timeline.js";
 
 function wire() {
@@ -75,7 +75,6 @@ function wire() {
   ui.exportZip.addEventListener("click", exportZip);
   ui.exportCoco.addEventListener("click", () => exportConverted("/annotations/coco.json", "coco.json", "COCO"));
   ui.exportYolo.addEventListener("click", () => exportConverted("/annotations/yolo.zip", "yolo.zip", "YOLO"));
-  ui.startAgain.addEventListener("click", startAgain);
   ui.importFile.addEventListener("change", () => {
     const [file] = ui.importFile.files;
     ui.importFile.value = "";
@@ -85,6 +84,11 @@ function wire() {
   // button or the scrubber, and Space does not press the focused button too.
   addEventListener("keydown", onKey, { capture: true });
   addEventListener("resize", drawTimeline);
+  // A job another page of the browser's started on the video meanwhile, seen when this one
+  // comes back into view.
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") followRunningJob();
+  });
 }
 
 async function open() {
@@ -105,19 +109,21 @@ async function open() {
   for (const canvas of [ui.frame, ui.overlay]) Object.assign(canvas, { width, height });
   ui.scrubber.max = frameCount - 1;
   state.frames = new FrameImages(path);
-  state.annotations = new Annotations(path);
+  state.annotations = new Annotations();
   wire();
   const resumed = new URLSearchParams(location.search).get("session");
   // A reload comes back to the frame, the end and the direction it left.
   const place = recallPlace(resumed);
   state.endFrame = place.end;
+  state.colours = recallColours();
   ui.direction.value = place.direction;
+  // The session in the address, taken up again with its work; else a new one, which starts with
+  // the work the server keeps for this browser on the video.
+  let ended = false;
   try {
-    if (!resumed) {
-      addObject();
+    if (!resumed || !(await resume(resumed))) {
+      ended = Boolean(resumed);
       await startSession();
-    } else if (!(await resume(resumed))) {
-      sessionEnded(resumed);
     }
   } catch (error) {
     complain(`The video cannot be opened: ${error.message}`);
@@ -125,14 +131,20 @@ async function open() {
   }
   renderObjects();
   keepAlive();
-  keepReceipt();
+  if (ended) say("This page's session had ended on the server; a new one is open, with your work.");
   ui.play.disabled = ui.scrubber.disabled = ui.goto.disabled = false;
+  // A job of the browser's running on the video (this page's before a reload, another page's):
+  // followed here, the controls kept for it until it ends.
+  await followRunningJob();
   updateButtons();
   drawTimeline();
   await showFrame(place.frame);
   state.frames.prefetch(place.frame + 1, PREFETCH_FRAMES, frameCount);
   ui.editor.dataset.ready = "true";
 }
+
+// What the page holds, for tests that check it stays bounded however long the video.
+window.annotatorHeld = () => ({ ...state.annotations.held(), frameFiles: state.frames.files.size });
 
 onObjectButtons({ select: selectObject, remove: removeObject });
 open();

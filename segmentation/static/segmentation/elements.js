@@ -30,5 +30,4 @@ export const ui = {
   exportCoco: $("export-coco"),
   exportYolo: $("export-yolo"),
   importFile: $("import-file"),
-  startAgain: $("start-again"),
 };

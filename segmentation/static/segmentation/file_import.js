@@ -1,19 +1,19 @@
 // An annotation file the person picks: checked against the video, uploaded for the server to
-// check, given to the session, and shown in place of the page's work.
+// check, given to the session in place of its work, and the session's work then read back from
+// the server's store (the file's clicks, and its masks as the session answered them).
 
 import { updateButtons } from "./controls.js";
-import { drawOverlay } from "./frame_view.js";
+import { showFrame } from "./frame_view.js";
 import { upload } from "./graphql.js";
 import { complain, plural, say } from "./messages.js";
 import { renderObjects } from "./object_list.js";
-import { promptsOf } from "./prompts.js";
 import { resetProgress } from "./propagation.js";
 import { Q } from "./queries.js";
 import { run } from "./queue.js";
 import { withSession } from "./session.js";
 import { importInto } from "./session_import.js";
 import { state } from "./state.js";
-import { keepExport, remember } from "./tab_storage.js";
+import { loadWork } from "./stored_work.js";
 import { drawTimeline } from "./timeline.js";
 
 export async function importFile(file) {
@@ -34,24 +34,18 @@ export async function importFile(file) {
     } catch (error) {
       throw new Error(`${file.name} was not imported: ${error.message}`);
     }
-    // The server makes the file's clicks and masks the session's prompts, in place of its own.
-    // The page shows the file's masks as they were exported; the session's answer may differ
-    // by a few pixels where its engine redid them from the clicks (after a propagation).
+    // The server makes the file's clicks and masks the session's prompts, in place of its own,
+    // and keeps them with the masks its engine answered (a few pixels apart from the file's
+    // where it redid them from the clicks, after a propagation).
     await withSession((sessionId) => importInto(sessionId, data));
     state.epoch++;
-    state.annotations.load(data);
-    ({ points: state.points, given: state.given } = promptsOf(data));
-    keepExport(data);
+    state.selected = null;
+    await loadWork(state.sessionId);
     resetProgress();
-    const ids = state.annotations.objectIds();
-    state.objects = ids.length ? ids : [1];
-    state.nextObjectId = Math.max(...state.objects) + 1;
-    state.selected = state.objects[0];
     renderObjects();
-    drawOverlay();
     drawTimeline();
-    remember();
     updateButtons();
+    await showFrame(state.frameIndex);
     say(`Imported the masks and clicks of ${plural(data.frames.length, "frame")} from ${file.name}.`);
   });
 }

@@ -1,5 +1,6 @@
-// The frame shown and what is drawn over it: its image, its masks (as the server sends them), the
-// points clicked on it and the box being dragged.
+// The frame shown and what is drawn over it: its image, its masks (as the server sends them, read
+// from the session's store when the page holds none of the frame's), the points clicked on it and
+// the box being dragged.
 
 import { ui } from "./elements.js";
 import { complain } from "./messages.js";
@@ -26,9 +27,12 @@ export async function showFrame(frameIndex) {
   drawTimeline();
   keepPlace();
   const request = ++state.drawn;
+  // The masks come from the store beside the image; a read that fails is tried again on the
+  // next frame shown, and the frame is drawn without them meanwhile.
+  const masks = state.annotations.show(frameIndex).catch(() => {});
   let image;
   try {
-    image = await state.frames.get(frameIndex);
+    [image] = await Promise.all([state.frames.get(frameIndex), masks]);
   } catch (error) {
     complain(error.message);
     return;

@@ -33,7 +33,8 @@ export async function graphql(query, variables = {}, { keepalive = false } = {})
   try {
     response = await fetch(ENDPOINT, {
       method: "POST",
-      headers: { "Content-Type": "application/json" },
+      // the session this page starts keeps its work, and starts with what was kept before
+      headers: { "Content-Type": "application/json", "X-Keep-Work": "1" },
       body: JSON.stringify({ query, variables }),
       keepalive,
     });

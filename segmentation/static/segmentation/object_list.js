@@ -6,7 +6,7 @@ import { ui } from "./elements.js";
 import { assignColours, objectColour } from "./object_colours.js";
 import { hexOf } from "./overlay.js";
 import { state } from "./state.js";
-import { remember } from "./tab_storage.js";
+import { keepColours } from "./tab_storage.js";
 
 // What the buttons do, given by the page's entry: the operations on objects draw this list
 // again, so the list does not import them.
@@ -52,5 +52,5 @@ export function renderObjects() {
     }),
   );
   updateButtons();
-  remember();
+  keepColours();
 }

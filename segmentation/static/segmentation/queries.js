@@ -14,7 +14,5 @@ export const Q = {
   clearVideo: `mutation ClearVideo($input: ClearPointsInVideoInput!) {
     clearPointsInVideo(input: $input) { success } }`,
   removeObject: `mutation Remove($input: RemoveObjectInput!) { removeObject(input: $input) { ${FRAME_MASKS} } }`,
-  cancel: `mutation Cancel($input: CancelPropagateInVideoInput!) {
-    cancelPropagateInVideo(input: $input) { success } }`,
   uploadAnnotations: `mutation Import($file: Upload!) { uploadAnnotations(file: $file) }`,
 };

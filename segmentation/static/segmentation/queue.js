@@ -1,13 +1,12 @@
 // Operations that change the session run one after another (`run`), in the order the person
 // made them. One the server refuses for a while (the session's engine time, the client's limit)
 // waits as long as the server says, counting down with the changes waiting behind it, and is
-// sent again. Once the queue is empty the session's receipt is kept.
+// sent again.
 
 import { ui } from "./elements.js";
 import { ApiError } from "./graphql.js";
 import { complain, say } from "./messages.js";
 import { state } from "./state.js";
-import { keepReceipt } from "./tab_storage.js";
 
 // Refusals that say when to come back, and how often one operation is sent again after them.
 const WAIT_REASONS = {
@@ -25,7 +24,7 @@ export function run(task, { retry = true } = {}) {
     .then(() => (retry ? withWaits(task) : task()))
     .catch((error) => complain(error.message))
     .finally(() => {
-      if (--state.pending === 0) keepReceipt();
+      state.pending--;
     });
   state.queue = next;
   return next;

@@ -1,22 +1,25 @@
 // The session on the server: started, named in the page's address, taken up again after a
 // reload, kept alive while the page is open, closed when the person leaves by the site's header.
-// An operation that finds its session gone (expired, or the server restarted) reopens it and
-// gives it the page's points again (`withSession`).
+// The session keeps its work in the server's store as it is made (docs/segmentation-api.md), so
+// the page reads it from there whenever it opens or takes up a session: a reload takes the
+// session in its address up again with its work, and a session that has gone (expired, or the
+// server restarted) is replaced by a new one on the video, which starts with the same work.
 
 import { ui } from "./elements.js";
+import { showFrame } from "./frame_view.js";
 import { ApiError, graphql } from "./graphql.js";
 import { say } from "./messages.js";
-import { replayWork } from "./prompts.js";
+import { renderObjects } from "./object_list.js";
 import { Q } from "./queries.js";
 import { run } from "./queue.js";
-import { importInto } from "./session_import.js";
 import { state } from "./state.js";
-import { adoptWork, keepPlace, keepReceipt, recall, remember } from "./tab_storage.js";
+import { loadWork } from "./stored_work.js";
+import { keepPlace } from "./tab_storage.js";
 
 const PING_EVERY_MS = 60_000;
 
 // Call fn(sessionId); if the session has gone (expired, or the server restarted), open a new
-// one with the page's points and call again.
+// one, which has the work from the store, and call again.
 export async function withSession(fn) {
   try {
     return await fn(state.sessionId);
@@ -27,11 +30,12 @@ export async function withSession(fn) {
   }
 }
 
+// A new session on the video, with the work the server keeps for this browser on it.
 export async function startSession() {
   const data = await graphql(Q.start, { input: { path: state.video.path } });
-  adoptSession(data.startSession.sessionId);
-  state.receipt = null;
-  remember();
+  const sessionId = data.startSession.sessionId;
+  if (!(await loadWork(sessionId))) throw new ApiError("the new session ended at once", "SESSION_NOT_FOUND");
+  adoptSession(sessionId);
   keepPlace();
 }
 
@@ -48,32 +52,26 @@ function adoptSession(sessionId) {
 // With inference workers each session has its own (the page was drawn naming none).
 async function showEngine(sessionId) {
   const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/engine`);
-  if (response.ok) ui.engine.textContent = `Engine: ${(await response.json()).engine}`;
+  if (!response.ok) return;
+  const answer = await response.json();
+  ui.engine.textContent = `Engine: ${answer.engine}`;
+  state.keepsWork = answer.keeps_work === true;
 }
 
-// A reload: the session named in the address, with its masks from the server and the clicks
-// this tab kept; false if the server no longer has it (or it is another video's).
+// A reload: the session named in the address, with its work from the store; false if the
+// server no longer has it.
 export async function resume(sessionId) {
-  const response = await fetch(`/annotations/${encodeURIComponent(sessionId)}.json`);
-  if (!response.ok) return false;
-  const data = await response.json();
-  if (data.video !== state.video.path) return false;
-  state.annotations.load(data);
-  adoptWork(recall(sessionId));
+  if (!(await loadWork(sessionId))) return false;
   adoptSession(sessionId);
   return true;
 }
 
-// The session has gone: a new one, given the page's work back (its clicks, and the masks it
-// imported without clicks), as a replay of the lost session's with its receipt.
-async function reopen() {
-  const receipt = state.receipt;
+// The session has gone: a new one, which starts with the work the store kept.
+export async function reopen() {
   await startSession();
-  const work = replayWork();
-  if (work.frames.length) await importInto(state.sessionId, work, { replay: receipt });
-  const given = work.frames.some((frame) => frame.objects.some((item) => !item.points));
-  const what = given ? "your points and imported masks" : "your points";
-  say(`The session had ended on the server; it was opened again with ${what}.`);
+  renderObjects();
+  showFrame(state.frameIndex);
+  say("The session had ended on the server; a new one is open, with your work.");
 }
 
 export function keepAlive() {
@@ -82,7 +80,6 @@ export function keepAlive() {
     try {
       const data = await graphql(Q.ping, { input: { sessionId: state.sessionId } });
       if (!data.ping.success) run(reopen);
-      else if (!state.pending) keepReceipt();
     } catch {
       // The next ping, or the next operation, tries again.
     }

@@ -1,5 +1,4 @@
-// An annotation file's work given to a session, past the server's limits: a person's import, a
-// lost session's work replayed into a new one.
+// An annotation file's work given to a session, past the server's limits: a person's import.
 
 import { updateButtons } from "./controls.js";
 import { pageFrames } from "./frame_numbers.js";
@@ -12,12 +11,11 @@ import { state } from "./state.js";
 // client has room in its cost limit and the session engine time; past either it stops, keeps
 // the frames it did and answers 429 with Retry-After and the frames that remain. The page waits
 // that long, counting down, and sends the remaining frames on top of what was imported
-// (append=1), until the import is done; the controls stay disabled meanwhile. With `replay`, the
-// receipt of the session whose work this is (every step sends it). The masks of the file's
-// frames, as the server answered them.
+// (append=1), until the import is done; the controls stay disabled meanwhile. The masks of the
+// file's frames, as the server answered them.
 const RESTORE_TRIES_WITHOUT_PROGRESS = 5;
 
-export async function importInto(sessionId, data, { replay = null } = {}) {
+export async function importInto(sessionId, data) {
   const total = countMasks(data.frames);
   const answered = [];
   let frames = data.frames;
@@ -30,7 +28,6 @@ export async function importInto(sessionId, data, { replay = null } = {}) {
     for (;;) {
       const query = new URLSearchParams();
       if (append) query.set("append", "1");
-      if (replay) query.set("replay", replay);
       const address = `/sessions/${encodeURIComponent(sessionId)}/annotations${query.size ? `?${query}` : ""}`;
       const response = await fetch(address, {
         method: "POST",

@@ -5,6 +5,7 @@
 export const state = {
   video: null,
   sessionId: null,
+  keepsWork: false, // the session's work is in the server's store: its exports stream from there
   frames: null,
   annotations: null,
   frameIndex: 0,
@@ -20,8 +21,8 @@ export const state = {
   drag: null, // the press on the frame that may become a box: {start, end, screen, boxing}
   dragged: false, // the press just released drew a box: the click that follows it is not a click
   playing: null, // the running playback, if any
-  propagation: null, // the AbortController of the running propagation
-  propagated: null, // the frames the running propagation has sent, a Set
+  propagation: null, // the propagation followed: {job (the server's, once started), cancelling}
+  propagated: null, // the frames the running propagation has stored, as Runs
   endFrame: null, // the frame marked as the propagation's end, or null: the video's end
   queue: Promise.resolve(),
   epoch: 0, // counts "clear all"s
@@ -29,5 +30,4 @@ export const state = {
   leaving: false, // a link of the site's header was followed
   importing: false, // an annotation import is under way (it may wait out the server's limits)
   pending: 0, // operations queued or running
-  receipt: null, // the server's latest receipt for the session: what it has shown it (signed)
 };

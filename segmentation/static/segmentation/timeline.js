@@ -1,15 +1,19 @@
-// The timeline under the frame, one column a frame: where there are masks and clicks, the frame
-// shown, and the frames a propagation would reach; a click on it names a frame.
+// The timeline under the frame, across the whole video however long: where there are masks and
+// prompts, the frame shown, and the frames a propagation would reach; a click on it names a
+// frame. It is drawn from runs of frames (mask_runs.js), a rectangle a run, never a column a
+// frame, so an hour of frames costs what a few runs cost.
 
 import { ui } from "./elements.js";
 import { objectColour } from "./object_colours.js";
 import { hexOf } from "./overlay.js";
-import { anchors } from "./prompts.js";
+import { anchors, promptFrames } from "./prompts.js";
 import { state } from "./state.js";
 
-// The timeline, one column a frame: a low bar where there are masks (dimmed, while a propagation
-// runs, where it has not reached yet), a short mark on every clicked frame, a tall one in its
-// colour on the selected object's, and the frame shown.
+// The timeline: a low bar where there are masks (dimmed, while a propagation runs, where it has
+// not reached yet), a short mark on every frame with a prompt, a tall one in its colour on the
+// selected object's clicked frames, and the frame shown. Its data attributes say what it drew,
+// in frame indices: `masked` (how many frames), `maskRuns` ("0-11,40-40"), `prompted` and
+// `anchors` (the selected object's).
 export function drawTimeline() {
   const canvas = ui.timeline;
   const count = state.video.frameCount;
@@ -17,24 +21,29 @@ export function drawTimeline() {
   const context = canvas.getContext("2d");
   context.clearRect(0, 0, canvas.width, canvas.height);
   const step = canvas.width / count;
-  const column = (frameIndex, top, minimum) =>
-    context.fillRect(frameIndex * step, top, Math.max(step, minimum), canvas.height - top);
-  let masked = 0;
-  for (let i = 0; i < count; i++) {
-    if (!state.annotations.hasMasks(i)) continue;
-    masked++;
-    context.fillStyle = state.propagated && !state.propagated.has(i) ? "#27506f" : "#4fa3ff";
-    column(i, 8, 1);
+  const span = (first, last, top, minimum) =>
+    context.fillRect(first * step, top, Math.max((last - first + 1) * step, minimum), canvas.height - top);
+  const masked = state.annotations.masked();
+  const reached = state.propagated;
+  const bright = reached ? masked.split(reached, true) : masked;
+  if (reached) {
+    context.fillStyle = "#27506f";
+    for (const [first, last] of masked.split(reached, false).runs) span(first, last, 8, 1);
   }
+  context.fillStyle = "#4fa3ff";
+  for (const [first, last] of bright.runs) span(first, last, 8, 1);
+  const prompted = promptFrames();
   context.fillStyle = "#8a949e";
-  for (const key of state.points.keys()) column(Number(key.split(":")[0]), 5, 2);
+  for (const frameIndex of prompted) span(frameIndex, frameIndex, 5, 2);
   const selected = anchors(state.selected);
   context.fillStyle = hexOf(objectColour(state.selected));
-  for (const frameIndex of selected) column(frameIndex, 0, 3);
+  for (const frameIndex of selected) span(frameIndex, frameIndex, 0, 3);
   context.fillStyle = "#ffffff";
   context.fillRect((state.frameIndex + 0.5) * step - 1, 0, 2, canvas.height);
   canvas.dataset.anchors = selected.join(",");
-  canvas.dataset.masked = masked;
+  canvas.dataset.prompted = prompted.join(",");
+  canvas.dataset.masked = masked.size;
+  canvas.dataset.maskRuns = masked.toString();
   drawRange(context, step);
 }
 
