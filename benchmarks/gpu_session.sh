@@ -17,6 +17,9 @@
 #   bash benchmarks/gpu_session.sh compiled   # SAM2_COMPILE cells (4.7 min)
 #   bash benchmarks/gpu_session.sh variants   # each variant folder under .ab/ (carried too) on
 #                                             # two cells, the official beside (3.6 min for 4)
+#   bash benchmarks/gpu_session.sh long       # the flat-memory tests on CUDA, and device memory
+#                                             # over 2,000 frames with a store and without
+#                                             # (issue 50; .official is not needed)
 #
 # (2026-11-26, an H100: the machine started in about 30 s; the tests took 207 s on its CPU
 # and GPU, the table's cells 15-25 s each.)
@@ -24,7 +27,7 @@
 # Each step's log and JSON lines are packed into $OUT/logs-PHASE.tgz (only a few files come back
 # from $OUT) as it ends, so that a lease cut short still returns what was done.
 set -u
-phase=${1:?check, table, first-pass, compiled or variants}
+phase=${1:?check, table, first-pass, compiled, variants or long}
 OUT=${OUT:-/tmp/gpu-out}
 WORK=/tmp/gpu-work
 WHEELS=${WHEELS:-.whl}
@@ -142,6 +145,21 @@ variants)
         done
     done
     tests 40 -k "cudnn or memory_bank"
+    ;;
+long)
+    # the engine with a store beside it (issue 50): its tests on CUDA, then device and host
+    # memory sampled every 250 frames over 2,000 at 854x480, one object, with a store and
+    # without (the evaluation's way: every frame's outputs kept)
+    [ -z "${LONG_CELLS:-}" ] && tests 120 -k "flat_memory or offload or cuda"
+    for cell in ${LONG_CELLS:-edgetam:--store edgetam tiny:--store}; do  # SIZE[:--store]
+        size=${cell%%:*} store=${cell#"$size"}
+        store=${store#:}
+        name="long-$size${store:+-store}"
+        step "$name" 100 python3 benchmarks/sam2_speed.py --size "$size" --device cuda \
+            --seconds 83.34 --width 854 --height 480 --sample-every 250 --passes 1 $store \
+            --json "$WORK/long.jsonl"
+        tail -n 9 "$WORK/$name.log" | cut -c1-300
+    done
     ;;
 compiled)
     # each cell compiled once on a second of video, side by side: the timed cells then load

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,13 +43,29 @@ class Served:
                 return int(line.split()[1]) / 1024
         raise RuntimeError("no VmRSS line")
 
+    def kill(self) -> None:
+        """SIGKILL the server process, as a crash or the OOM killer would: nothing of it runs
+        after this returns (a later ``served`` on the same ``var_dir`` is its restart)."""
+        os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
 
 @contextlib.contextmanager
-def served(*, workers: int = 0, **env_overrides: str) -> Iterator[Served]:
+def served(
+    *,
+    workers: int = 0,
+    var_dir: Path | None = None,
+    startup_timeout: float = STARTUP_TIMEOUT_SEC,
+    **env_overrides: str,
+) -> Iterator[Served]:
     """The running server (its base URL, VAR_DIR and process); stopped on exit. With
     ``workers``, that many inference workers (``manage.py segmentation_worker``) hold the
-    sessions, found through Redis at ``REDIS_URL`` (default: this machine's)."""
-    with tempfile.TemporaryDirectory() as work:
+    sessions, found through Redis at ``REDIS_URL`` (default: this machine's). With ``var_dir``,
+    the server runs on that folder, which is kept (another ``served`` on it is a restart of the
+    same server: its database, uploads and stored work); else on a throwaway one."""
+    with contextlib.ExitStack() as stack:
+        work = str(var_dir) if var_dir else stack.enter_context(tempfile.TemporaryDirectory())
         env = {**os.environ, "VAR_DIR": work, "LOG_LEVEL": "INFO", **env_overrides}
         # the benchmarks' upstreams run on this machine, which the hub refuses by default
         env.setdefault("CHANNELS_UPSTREAM_ALLOW", LOOPBACK_UPSTREAMS)
@@ -65,12 +82,15 @@ def served(*, workers: int = 0, **env_overrides: str) -> Iterator[Served]:
                 command = ["manage.py", "segmentation_worker", "--name", f"w{number}"]
                 started.append(_start(command, env, Path(work) / f"worker{number}.log"))
             for number in range(workers):
-                _wait_for("segmentation worker", Path(work) / f"worker{number}.log")
-            log = Path(work) / "daphne.log"
+                _wait_for(
+                    "segmentation worker", Path(work) / f"worker{number}.log", startup_timeout
+                )
+            log = _fresh(Path(work) / "daphne.log")  # a restart keeps the last one's log
             server = _start(["-m", "edge.server", "-p", "0", "config.asgi:application"], env, log)
             started.append(server)
             workers_started = tuple(process.pid for process in started[:-1])
-            yield Served(_base_url(log), Path(work), server.pid, workers_started)
+            base_url = _base_url(log, startup_timeout)
+            yield Served(base_url, Path(work), server.pid, workers_started)
         finally:
             for process in started:
                 process.terminate()
@@ -85,9 +105,18 @@ def _start(arguments: list[str], env: dict[str, str], log: Path) -> subprocess.P
         )
 
 
-def _wait_for(text: str, log: Path) -> str:
+def _fresh(path: Path) -> Path:
+    """``path``, or the first of ``<stem>-2<suffix>``, ``-3``... not taken."""
+    number = 1
+    while path.exists():
+        number += 1
+        path = path.with_name(f"{path.stem.split('-')[0]}-{number}{path.suffix}")
+    return path
+
+
+def _wait_for(text: str, log: Path, timeout: float = STARTUP_TIMEOUT_SEC) -> str:
     """The first line of ``log`` holding ``text``, waiting for it."""
-    deadline = time.monotonic() + STARTUP_TIMEOUT_SEC
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for line in log.read_text().splitlines():
             if text in line:
@@ -96,5 +125,5 @@ def _wait_for(text: str, log: Path) -> str:
     raise SystemExit(log.read_text())
 
 
-def _base_url(log: Path) -> str:
-    return "http://" + _wait_for("Listening on TCP address", log).rsplit(" ", 1)[1]
+def _base_url(log: Path, timeout: float = STARTUP_TIMEOUT_SEC) -> str:
+    return "http://" + _wait_for("Listening on TCP address", log, timeout).rsplit(" ", 1)[1]

@@ -35,7 +35,10 @@ it is run with the workaround in :func:`edgetam_prepared`, or as shipped with ``
 predictor then runs under autocast to that dtype where it is not float32).
 
 ``--sample-every N`` records device and host memory every N tracked frames (the long-video
-check: device memory must stay flat as the tracking front moves). ``--profile FILE`` writes
+check: device memory must stay flat as the tracking front moves). ``--store`` runs ours as a
+session does, with a store beside the engine (``VideoState.recall``): each frame's masks kept as
+COCO RLE as they come, the engine keeping only what its next frame needs (without it, the engine
+keeps every frame's outputs, as the evaluation does). ``--profile FILE`` writes
 PyTorch's profile of 24 frames of a pass after the timed ones; with ``--profile-first``, of the
 video's first pass instead (ours), before the timed passes.
 """
@@ -67,6 +70,7 @@ from segmentation.engines.sam2.model import Sam2Model
 from segmentation.engines.sam2.pipeline import IMAGE_MEAN, IMAGE_STD
 from segmentation.engines.sam2.precision import CHOICES as PRECISION_CHOICES
 from segmentation.engines.sam2.precision import precision_choose, precision_name
+from segmentation.rle import rle_decode, rle_encode
 
 OFFICIAL_CONFIGS = {
     "tiny": "configs/sam2.1/sam2.1_hiera_t.yaml",
@@ -290,6 +294,9 @@ def run_ours(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames) ->
 
     meter.reset_peak()
     state = engine.open(frames)
+    store = RleStore() if args.store else None
+    if store is not None:
+        state.recall = store.recall
     started = time.perf_counter()
     click(state, 0, 0)
     first_ever_ms = (time.perf_counter() - started) * 1000
@@ -309,11 +316,16 @@ def run_ours(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames) ->
     state.clear_points_in_video()
     for disc in range(args.objects):
         click(state, 0, disc)
+
+    def passes() -> Iterator:
+        frames = state.propagate(start_frame_index=0)
+        return frames if store is None else store.kept(frames)
+
     if args.profile_first:  # the video's first pass (then the timed passes are not)
-        meter.profile(state.propagate(start_frame_index=0), args.profile)
-    result = meter.timed_passes(lambda: state.propagate(start_frame_index=0), args.passes)
+        meter.profile(passes(), args.profile)
+    result = meter.timed_passes(passes, args.passes)
     if not args.profile_first:
-        meter.profile(state.propagate(start_frame_index=0), args.profile)
+        meter.profile(passes(), args.profile)
     result.update(first_click_ms=click_ms, first_click_cold_ms=first_ever_ms)
     result["encoded_click_ms"] = encoded_click_ms
     result["peak_cuda_mb"] = meter.peak_mb()
@@ -323,6 +335,34 @@ def run_ours(args: argparse.Namespace, checkpoint: Path, frames: DrawnFrames) ->
     result["precision"] = precision_name(engine.dtype)
     state.close()
     return result
+
+
+class RleStore:
+    """What a session's store keeps beside the engine: each frame's masks as COCO RLE, as they
+    are yielded, outside the process's memory (``services/work_store.py`` keeps them in the
+    database; here a temporary file, and where each frame's lie in it), so that the process's
+    resident memory is the engine's."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the process)
+        self.at: dict[int, tuple[int, int]] = {}
+
+    def kept(self, frames: Iterator) -> Iterator:
+        for index, masks in frames:
+            encoded = {str(k): rle_encode(mask) for k, mask in masks.items()}
+            data = json.dumps(encoded).encode()
+            self.file.seek(0, os.SEEK_END)
+            self.at[index] = (self.file.tell(), len(data))
+            self.file.write(data)
+            yield index, masks
+
+    def recall(self, index: int) -> dict[int, np.ndarray]:
+        if index not in self.at:
+            return {}
+        offset, length = self.at[index]
+        self.file.seek(offset)
+        encoded = json.loads(self.file.read(length))
+        return {int(k): rle_decode(rle) for k, rle in encoded.items()}
 
 
 def _bank_mb(state) -> float:
@@ -432,6 +472,7 @@ def main() -> None:
     parser.add_argument("--compile-mode", default=Sam2Options.compile_mode)
     parser.add_argument("--passes", type=int, default=3, help="timed passes; the median counts")
     parser.add_argument("--sample-every", type=int, default=0)
+    parser.add_argument("--store", action="store_true", help="ours with a store beside it")
     parser.add_argument("--profile", type=Path, help="write a profile of 24 frames here")
     parser.add_argument(
         "--profile-first", action="store_true", help="ours: profile the first pass, not a later"

@@ -1,5 +1,7 @@
 """Django admin for the playlist (with its read-only channel list), the channels (with their
-sources in order) and the backups added to them by hand."""
+sources in order), the backups added to them by hand, the still channels whose picture the
+hub does not judge, the private viewer links, and the schedule (its entries, and the record
+of its switches)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
@@ -15,10 +18,27 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from channels_admin.errors import PlaylistReloadError
-from channels_admin.models import BackupSource, Channel, Playlist, StreamState
-from channels_admin.selectors import backup_key_listed, channel_source_rows
+from channels_admin.errors import BadRequest, PlaylistReloadError
+from channels_admin.models import (
+    BackupSource,
+    Channel,
+    Playlist,
+    ScheduleEntry,
+    ScheduleRun,
+    StillChannel,
+    StreamState,
+    ViewerLink,
+)
+from channels_admin.schedule_form import ScheduleEntryForm
+from channels_admin.schedule_times import weekdays_text
+from channels_admin.selectors import backup_key_listed, channel_source_rows, channel_still
 from channels_admin.services.playlists import playlist_get_or_create, playlist_reload
+from channels_admin.services.schedule import schedule_entry_saved, schedule_wake_sync
+from channels_admin.services.viewer_links import (
+    viewer_link_create,
+    viewer_link_fields_check,
+    viewer_link_revoke,
+)
 
 CHANNEL_FIELDS = ("position", "channel_id", "name", "group", "stream_url", "logo", "chno")
 CHANNEL_PREVIEW = 50
@@ -94,6 +114,7 @@ class ChannelAdmin(admin.ModelAdmin):
         "http_headers",
         "attrs",
         "sources",
+        "picture_checks",
     )
     fields = readonly_fields
     ordering = ("position",)
@@ -133,6 +154,26 @@ class ChannelAdmin(admin.ModelAdmin):
             table,
             add_url,
             channel.source_key,
+        )
+
+    @admin.display(description="picture checks")
+    def picture_checks(self, channel: Channel) -> str:
+        if channel_still(channel=channel):
+            url = (
+                reverse("admin:channels_admin_stillchannel_changelist")
+                + "?"
+                + urlencode({"channel_key": channel.source_key})
+            )
+            return format_html('off: <a href="{}">a still channel</a>', url)
+        add_url = (
+            reverse("admin:channels_admin_stillchannel_add")
+            + "?"
+            + urlencode({"playlist": channel.playlist_id, "channel_key": channel.source_key})
+        )
+        return format_html(
+            'on (a frozen or black picture fails a source over). <a href="{}">Its picture is '
+            "still by design: turn them off</a>",
+            add_url,
         )
 
 
@@ -222,10 +263,158 @@ class BackupSourceAdmin(admin.ModelAdmin):
         return links or "none: orphaned (kept, unused until the key is in the playlist again)"
 
 
+class StillChannelForm(forms.ModelForm):
+    class Meta:
+        model = StillChannel
+        fields = ("playlist", "channel_key", "note")
+
+    def clean_channel_key(self) -> str:
+        key = self.cleaned_data["channel_key"].strip()
+        playlist = self.cleaned_data.get("playlist")
+        saved = (self.instance.channel_key, self.instance.playlist_id)
+        if (
+            playlist is not None
+            and saved != (key, playlist.pk)
+            and not backup_key_listed(playlist_id=playlist.pk, channel_key=key)
+        ):
+            raise forms.ValidationError(
+                f"No channel of {playlist} has the key {key!r} (its tvg-id or, for an entry "
+                "without one, its channel ID)."
+            )
+        return key
+
+
+@admin.register(StillChannel)
+class StillChannelAdmin(admin.ModelAdmin):
+    """Channels whose picture is still by design: their sources are never failed over for a
+    frozen or black picture, nor for silent sound."""
+
+    form = StillChannelForm
+    list_display = ("channel_key", "note", "created_at")
+    list_filter = ("playlist",)
+    search_fields = ("channel_key", "note")
+    fields = ("playlist", "channel_key", "note", "created_at")
+    readonly_fields = ("created_at",)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        initial.setdefault("playlist", playlist_get_or_create().pk)
+        return initial
+
+
 @admin.register(StreamState)
 class StreamStateAdmin(admin.ModelAdmin):
     list_display = ("channel_name", "live", "transitioning", "upstream_down", "switch_started_at")
     readonly_fields = [field.name for field in StreamState._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+class ViewerLinkForm(forms.ModelForm):
+    class Meta:
+        model = ViewerLink
+        fields = ("name", "expires_at", "max_viewers")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.instance.pk is None:
+            try:
+                viewer_link_fields_check(
+                    name=(data.get("name") or "").strip(),
+                    expires_at=data.get("expires_at"),
+                    max_viewers=data.get("max_viewers"),
+                )
+            except BadRequest as error:
+                raise forms.ValidationError(error.text) from None
+        return data
+
+
+@admin.register(ViewerLink)
+class ViewerLinkAdmin(admin.ModelAdmin):
+    """Links are made here or on the admin page (the URL is shown once, as only its token's
+    hash is kept) and revoked with the action; a link once made is not edited."""
+
+    form = ViewerLinkForm
+    list_display = ("name", "created_at", "expires_at", "max_viewers", "revoked_at", "active")
+    fields = ("name", "expires_at", "max_viewers", "created_at", "revoked_at")
+    readonly_fields = ("created_at", "revoked_at")
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ViewerLink | None = None) -> tuple:
+        if obj is not None:
+            return self.fields
+        return self.readonly_fields
+
+    @admin.display(description="admits viewers", boolean=True)
+    def active(self, link: ViewerLink) -> bool:
+        return link.active
+
+    def save_model(self, request: HttpRequest, obj: ViewerLink, form: Any, change: bool) -> None:
+        if change:
+            return  # nothing is editable
+        created = viewer_link_create(
+            name=obj.name, expires_at=obj.expires_at, max_viewers=obj.max_viewers
+        )
+        obj.pk, obj.token_hash, obj.created_at = (
+            created.link.pk,
+            created.link.token_hash,
+            created.link.created_at,
+        )
+        self.message_user(
+            request,
+            format_html(
+                "The link's URL, shown this once (only its hash is kept): <code>{}</code>",
+                request.build_absolute_uri(created.path),
+            ),
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Revoke the selected links (their viewers are cut off)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ViewerLink]) -> None:
+        for link in queryset.filter(revoked_at__isnull=True):
+            viewer_link_revoke(link_id=link.pk)
+        self.message_user(request, "Revoked.", messages.SUCCESS)
+
+
+@admin.register(ScheduleEntry)
+class ScheduleEntryAdmin(admin.ModelAdmin):
+    """The schedule's entries, with the form of the admin API (``schedule_form.py``)."""
+
+    form = ScheduleEntryForm
+    list_display = ("__str__", "channel_id", "kind", "when", "enabled", "missed")
+    list_filter = ("enabled", "kind")
+    readonly_fields = ("created_at", "edited_at")
+
+    @admin.display(description="when")
+    def when(self, entry: ScheduleEntry) -> str:
+        if entry.kind == ScheduleEntry.Kind.ONCE:
+            return f"{entry.at:%Y-%m-%d %H:%M:%S %Z}" if entry.at else ""
+        return f"{weekdays_text(entry.weekdays)} {entry.time_of_day}"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        full = ScheduleEntry.objects.count() >= settings.CHANNELS_SCHEDULE_MAX_ENTRIES
+        return not full and super().has_add_permission(request)
+
+    def save_model(self, request: HttpRequest, obj: ScheduleEntry, form: Any, change: bool) -> None:
+        schedule_entry_saved(entry=obj)
+        super().save_model(request, obj, form, change)
+        schedule_wake_sync()
+
+    def delete_model(self, request: HttpRequest, obj: ScheduleEntry) -> None:
+        super().delete_model(request, obj)
+        schedule_wake_sync()
+
+
+@admin.register(ScheduleRun)
+class ScheduleRunAdmin(admin.ModelAdmin):
+    """The schedule's switches, made or skipped: a record, read-only."""
+
+    list_display = ("entry", "action", "due_at", "switched_at", "lateness", "outcome", "detail")
+    list_filter = ("outcome", "action")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ScheduleRun | None = None) -> bool:
         return False

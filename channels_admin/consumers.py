@@ -1,14 +1,16 @@
 """Async consumers: the shared MPEG-TS stream at /ts, its HLS output at /hls/, the built-in
-demo channels, and the status feed the viewer page listens to."""
+demo channels, and the status feed the viewer page listens to. While the stream is private,
+each takes the viewer link's token from the query (``?t=TOKEN``), and a segment its signature
+(``services/viewer_links.py``, ``streaming/segment_signature.py``)."""
 
 from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from urllib.parse import parse_qsl
 
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
@@ -18,16 +20,20 @@ from django.conf import settings
 
 from channels_admin.selectors import viewer_status
 from channels_admin.services.demo_streams import DemoStream, demo_stream_start, demo_stream_stop
+from channels_admin.services.refusal import Refusal
 from channels_admin.services.status import STATUS_GROUP
+from channels_admin.services.viewer_links import viewer_access_check
 from channels_admin.services.viewers import (
-    Refusal,
     hls_playlist,
     hls_segment,
+    status_feed_hold,
+    status_feed_release,
     viewer_counts,
     viewer_join,
     viewer_leave,
 )
 from core.backpressure import WriteGate
+from core.cancellation import task_cancel
 from core.client_address import address_of
 
 logger = logging.getLogger(__name__)
@@ -46,6 +52,12 @@ PLAYLIST_HEADERS = [
     (b"Cache-Control", b"public, max-age=1"),
     ANY_ORIGIN,
 ]
+# A capped link's playlist: each client's reloads must reach the origin, which counts them.
+UNSHARED_PLAYLIST_HEADERS = [
+    (b"Content-Type", b"application/vnd.apple.mpegurl"),
+    (b"Cache-Control", b"private, no-store"),
+    ANY_ORIGIN,
+]
 SEGMENT_HEADERS = [
     (b"Content-Type", b"video/mp2t"),
     (b"Cache-Control", b"public, max-age=3600, immutable"),
@@ -53,7 +65,40 @@ SEGMENT_HEADERS = [
 ]
 HLS_ERROR_HEADERS = [TEXT, (b"Cache-Control", b"no-store"), ANY_ORIGIN]
 
+# The status feed's close when its viewer link no longer admits viewers: a code of the
+# application's own (4000 to 4999, RFC 6455), 4403 after HTTP's 403 that a new handshake gets.
+LINK_LOST_CLOSE = 4403
+
 NextChunk = Callable[[], Awaitable[bytes | None]]
+# More query fields than a signed segment URI has: the query is then not read at all.
+QUERY_MAX_FIELDS = 8
+
+
+def query_params(scope: dict) -> dict[str, str]:
+    """The request's query parameters (the first value of each); none past
+    ``QUERY_MAX_FIELDS`` fields."""
+    try:
+        pairs = parse_qsl(
+            scope.get("query_string", b"").decode("latin-1"), max_num_fields=QUERY_MAX_FIELDS
+        )
+    except ValueError:
+        return {}
+    params: dict[str, str] = {}
+    for name, value in pairs:
+        params.setdefault(name, value)
+    return params
+
+
+def viewer_token(scope: dict) -> str:
+    """The viewer link's token the request carries (``?t=``); "" for none."""
+    return query_params(scope).get("t", "")
+
+
+def refusal_headers(refusal: Refusal) -> list[tuple[bytes, bytes]]:
+    headers = [TEXT, (b"Cache-Control", b"no-store")]
+    if refusal.retry_after_sec is not None:
+        headers.append((b"Retry-After", str(refusal.retry_after_sec).encode()))
+    return headers
 
 
 class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
@@ -156,10 +201,7 @@ class StreamingConsumer(AsyncHttpConsumer, abc.ABC):
         """Stop the writer and free the stream's resources; once is enough, more is harmless."""
         writer, self.writer = self.writer, None
         try:
-            if writer is not None:
-                writer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await writer
+            await task_cancel(writer)
         finally:
             await self.close_stream()
 
@@ -171,11 +213,10 @@ class TransportStreamConsumer(StreamingConsumer):
     subscription = None
 
     async def open_stream(self) -> NextChunk | None:
-        joined = await viewer_join()
+        joined = await viewer_join(token=viewer_token(self.scope))
         if isinstance(joined, Refusal):
-            retry = str(joined.retry_after_sec).encode()
             await self.send_response(
-                503, joined.reason.encode(), headers=[TEXT, (b"Retry-After", retry)]
+                joined.status, joined.reason.encode(), headers=refusal_headers(joined)
             )
             return None
         self.subscription = joined
@@ -257,21 +298,34 @@ class HlsPlaylistConsumer(HlsConsumer):
     ``Retry-After``) while no channel is selected or its first segment is not ready."""
 
     async def answer(self) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        playlist = await hls_playlist()
+        playlist = await hls_playlist(
+            token=viewer_token(self.scope), client=scope_client(self.scope)
+        )
         if isinstance(playlist, Refusal):
-            retry = (b"Retry-After", str(playlist.retry_after_sec).encode())
-            return 503, [*HLS_ERROR_HEADERS, retry], playlist.reason.encode()
-        return 200, PLAYLIST_HEADERS, playlist
+            return playlist.status, hls_refusal_headers(playlist), playlist.reason.encode()
+        headers = PLAYLIST_HEADERS if playlist.shared else UNSHARED_PLAYLIST_HEADERS
+        return 200, headers, playlist.body
 
 
 class HlsSegmentConsumer(HlsConsumer):
-    """``GET /hls/<segment>.ts``: a segment the playlist lists (or listed a moment ago)."""
+    """``GET /hls/<segment>.ts``: a segment the playlist lists (or listed a moment ago); while
+    the stream is private, with the signature the playlist gave it."""
 
     async def answer(self) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        data = hls_segment(name=self.scope["url_route"]["kwargs"]["name"])
+        name = self.scope["url_route"]["kwargs"]["name"]
+        data = hls_segment(name=name, query=query_params(self.scope))
         if data is None:
             return 404, HLS_ERROR_HEADERS, b"segment not found"
+        if isinstance(data, Refusal):
+            return data.status, hls_refusal_headers(data), data.reason.encode()
         return 200, SEGMENT_HEADERS, data
+
+
+def hls_refusal_headers(refusal: Refusal) -> list[tuple[bytes, bytes]]:
+    headers = list(HLS_ERROR_HEADERS)
+    if refusal.retry_after_sec is not None:
+        headers.append((b"Retry-After", str(refusal.retry_after_sec).encode()))
+    return headers
 
 
 class StatusConsumer(AsyncJsonWebsocketConsumer):
@@ -280,15 +334,36 @@ class StatusConsumer(AsyncJsonWebsocketConsumer):
     A client may send ``{"type": "refresh"}`` to get the status (with the current channel's
     playlist details) again; the viewer page does so hourly. Past ``WEBSOCKET_MESSAGE_BUDGET``
     the server closes the connection with 1008 before the message reaches this consumer
-    (``edge/websocket_close.py``)."""
+    (``edge/websocket_close.py``). While the stream is private, the handshake needs a viewer
+    link's token (``?t=``), else it is refused (403): the status names the channel. When the
+    link it was opened with no longer admits viewers (revoked, expired; or the stream turned
+    private and it came without one), the server closes it with :data:`LINK_LOST_CLOSE`."""
+
+    link: int | None = None  # the viewer link it was opened with (runtime.AccessHolder)
+    held = False
 
     async def connect(self) -> None:
+        access = await database_sync_to_async(viewer_access_check)(token=viewer_token(self.scope))
+        if isinstance(access, Refusal):
+            await self.close()
+            return
+        self.link = access.link
+        status_feed_hold(feed=self)
+        self.held = True
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
         await self.accept()
         await self._send_status()
 
+    async def access_lost(self) -> None:
+        await self.close(code=LINK_LOST_CLOSE)
+
     async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(STATUS_GROUP, self.channel_name)
+        if self.held:
+            self.held = False
+            status_feed_release(feed=self)
+        await self.channel_layer.group_discard(
+            STATUS_GROUP, self.channel_name
+        )  # (harmless unjoined)
 
     async def receive_json(self, content: object, **kwargs: object) -> None:
         if isinstance(content, dict) and content.get("type") == "refresh":

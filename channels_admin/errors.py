@@ -17,11 +17,24 @@ class ErrorCode(StatusCode):
     UNAUTHENTICATED = "UNAUTHENTICATED", 401
     FORBIDDEN = "FORBIDDEN", 403
     CHANNEL_NOT_FOUND = "CHANNEL_NOT_FOUND", 404
+    LINK_NOT_FOUND = "LINK_NOT_FOUND", 404
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED", 405
     # A channel whose stream is not http or https: the request was understood, the URL is not
     # one the hub relays.
     UNSUPPORTED_STREAM = "UNSUPPORTED_STREAM", 400
     PLAYLIST_RELOAD_FAILED = "PLAYLIST_RELOAD_FAILED", 500
+    GUIDE_REFRESH_FAILED = "GUIDE_REFRESH_FAILED", 500
+    # Another process or thread is refreshing the guide: this request waits for nothing.
+    GUIDE_REFRESH_BUSY = "GUIDE_REFRESH_BUSY", 409
+    SCHEDULE_INVALID = "SCHEDULE_INVALID", 400
+    SCHEDULE_ENTRY_NOT_FOUND = "SCHEDULE_ENTRY_NOT_FOUND", 404
+    # The schedule holds CHANNELS_SCHEDULE_MAX_ENTRIES: the request is valid, the state refuses.
+    SCHEDULE_FULL = "SCHEDULE_FULL", 409
+    # No programme of the shown guide on the channel at the time (the guide refreshed since may
+    # have moved it).
+    PROGRAMME_NOT_FOUND = "PROGRAMME_NOT_FOUND", 404
+    # The programme has started or ended, or is in the schedule already: the state refuses.
+    PROGRAMME_NOT_SCHEDULABLE = "PROGRAMME_NOT_SCHEDULABLE", 409
 
 
 class ChannelsAdminError(Exception):
@@ -77,3 +90,67 @@ class UnsupportedStream(ChannelsAdminError):
     """The channel's stream is not an http or https URL, the only kinds the hub relays."""
 
     code = ErrorCode.UNSUPPORTED_STREAM
+
+
+class GuideRefreshError(ChannelsAdminError):
+    """The guide could not be fetched or parsed; the last good guide is still shown."""
+
+    code = ErrorCode.GUIDE_REFRESH_FAILED
+
+    @property
+    def text(self) -> str:
+        return f"failed to refresh the guide: {self.message}"
+
+
+class GuideRefreshBusy(ChannelsAdminError):
+    """A refresh of the guide is under way elsewhere (this process or another)."""
+
+    code = ErrorCode.GUIDE_REFRESH_BUSY
+
+    @property
+    def text(self) -> str:
+        return "a refresh of the guide is under way"
+
+
+class LinkNotFound(ChannelsAdminError):
+    """No viewer link has the ID (the message)."""
+
+    code = ErrorCode.LINK_NOT_FOUND
+
+    @property
+    def text(self) -> str:
+        return "link not found"
+
+
+class ScheduleInvalid(ChannelsAdminError):
+    """A schedule entry's values do not make an entry: the message says which and why."""
+
+    code = ErrorCode.SCHEDULE_INVALID
+
+
+class ScheduleEntryNotFound(ChannelsAdminError):
+    """No schedule entry has the ID (the message)."""
+
+    code = ErrorCode.SCHEDULE_ENTRY_NOT_FOUND
+
+    @property
+    def text(self) -> str:
+        return "schedule entry not found"
+
+
+class ScheduleFull(ChannelsAdminError):
+    """The schedule holds as many entries as it may."""
+
+    code = ErrorCode.SCHEDULE_FULL
+
+
+class ProgrammeNotFound(ChannelsAdminError):
+    """The shown guide has no programme on the channel at the time: the message says why."""
+
+    code = ErrorCode.PROGRAMME_NOT_FOUND
+
+
+class ProgrammeNotSchedulable(ChannelsAdminError):
+    """The programme cannot become an entry: started, ended, or scheduled already."""
+
+    code = ErrorCode.PROGRAMME_NOT_SCHEDULABLE

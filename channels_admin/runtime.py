@@ -7,7 +7,8 @@ event loop, since building it resumes the channel that was live before a restart
 
 The runtime sits below the services, which call it. What it has to tell them goes through
 interfaces it owns: what the hub reports goes to the :class:`StreamEvents` the app supplies
-(``apps.py``, with ``services/status.py``'s recorder), and a switch's outcome is awaited
+(``apps.py``, with ``services/status.py``'s recorder), who may watch comes from the
+:class:`ViewerAccess` it supplies (``services/viewer_links.py``), and a switch's outcome is awaited
 (:meth:`StreamRuntime.switch_outcome`): it comes from the hub's first picture of the switch,
 in this process or, with a relay, in the one that owns the upstream.
 """
@@ -15,10 +16,10 @@ in this process or, with a relay, in the one that owns the upstream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from channels.db import database_sync_to_async
@@ -27,12 +28,18 @@ from django.conf import settings
 from channels_admin.demo_channels import demo_entries
 from channels_admin.models import StreamState
 from channels_admin.streaming.admission import Admission, LoadGuard
+from channels_admin.streaming.audio_watch import AudioChecks
 from channels_admin.streaming.encoder_slots import DEMO_ENCODERS, EncoderSlots
 from channels_admin.streaming.hub import Hub
 from channels_admin.streaming.hub_events import HubEvent, HubReport
+from channels_admin.streaming.link_audience import LinkAudience, LocalAudience
+from channels_admin.streaming.picture_watch import PictureChecks
 from channels_admin.streaming.relay import Relay, RelayError
+from channels_admin.streaming.segment_signature import SegmentSigner
+from channels_admin.streaming.shared_audience import SharedAudience
 from channels_admin.streaming.sources import Upstream
 from channels_admin.streaming.upstream_addresses import UpstreamAddresses
+from core.cancellation import task_cancel
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +49,40 @@ class StreamEvents(Protocol):
 
     async def hub_reported(self, report: HubReport) -> None:
         """The hub of this process reported ``report`` (with a relay: the owner's hub only)."""
+
+
+@dataclass(frozen=True)
+class AccessRule:
+    """Who may watch now: anyone while the stream is open; while it is ``private``, the
+    viewers of the viewer ``links`` that admit viewers (not revoked, not expired)."""
+
+    private: bool = False
+    links: frozenset[int] = frozenset()
+
+    def admits(self, link: int | None) -> bool:
+        return not self.private or (link is not None and link in self.links)
+
+
+class ViewerAccess(Protocol):
+    """Where the runtime learns who may watch: the layer above supplies one."""
+
+    def rules(self) -> AsyncIterator[AccessRule]:
+        """The rule now, then the rule each time it changes (a link revoked or expired, the
+        stream made private or open), whichever process changed it."""
+
+
+class AccessHolder(Protocol):
+    """Something held open through a viewer link (a status feed), which the layer above
+    registers (:meth:`StreamRuntime.access_hold`): told when the rule no longer admits it."""
+
+    link: int | None  # the viewer link it came through; None: none (the stream was open)
+
+    async def access_lost(self) -> None:
+        """The rule no longer admits :attr:`link`: close."""
+
+
+# A retry after the access rules could not be read (the database away).
+ACCESS_RETRY_SEC = 1.0
 
 
 class SwitchOutcome(enum.Enum):
@@ -55,12 +96,21 @@ class StreamRuntime:
     channels' encoders, and the switch listener; :meth:`close` ends them for a server shutdown
     (a later use builds a new hub)."""
 
-    def __init__(self, *, events: StreamEvents) -> None:
+    def __init__(self, *, events: StreamEvents, access: ViewerAccess | None = None) -> None:
         self.admission = Admission(max_viewers=settings.CHANNELS_MAX_VIEWERS)
         self.demo_slots = EncoderSlots(
             total=DEMO_ENCODERS, per_client=settings.CHANNELS_DEMO_STREAMS_PER_CLIENT
         )
         self._events = events
+        self._access = access
+        # who may watch, as this process last learned (the stream is open until then)
+        self.access_rule = AccessRule()
+        self._access_follower: asyncio.Task[None] | None = None
+        self._access_holders: set[AccessHolder] = set()
+        # who watches through each viewer link: this process's, or with Redis every process's
+        self.link_audience: LinkAudience = LocalAudience()
+        # signs the HLS segment URIs, as nginx checks them (docs/deploy.md)
+        self.segment_signer = SegmentSigner(secret=settings.CHANNELS_SEGMENT_SECRET)
         self._hub: Hub | None = None
         self._hub_ready: asyncio.Lock | None = None
         self._switch_listener: asyncio.Task[None] | None = None
@@ -93,6 +143,13 @@ class StreamRuntime:
             if settings.REDIS_URL
             else None
         )
+        if relay is not None:
+            self.link_audience = SharedAudience(
+                settings.REDIS_URL,
+                prefix=settings.CHANNELS_RELAY_PREFIX,
+                identity=relay.identity,
+                expiry_seconds=settings.CHANNELS_RELAY_LOCK_SEC,
+            )
         hub = Hub(
             connect_timeout=settings.CHANNELS_UPSTREAM_CONNECT_TIMEOUT_SEC,
             stall_timeout=settings.CHANNELS_STALL_TIMEOUT,
@@ -104,6 +161,12 @@ class StreamRuntime:
             gop_cache_seconds=settings.CHANNELS_GOP_CACHE_SEC,
             slate_pattern=settings.CHANNELS_SLATE,
             upstream_addresses=upstream_addresses(),
+            picture_checks=PictureChecks(
+                frozen_seconds=settings.CHANNELS_FROZEN_SEC,
+                black_seconds=settings.CHANNELS_BLACK_SEC,
+                interval_seconds=settings.CHANNELS_PICTURE_CHECK_SEC,
+            ),
+            audio_checks=AudioChecks(silent_seconds=settings.CHANNELS_SILENT_SEC),
         )
         state = await database_sync_to_async(StreamState.load)()
         if state.live and state.source_list:
@@ -114,14 +177,56 @@ class StreamRuntime:
         guard = LoadGuard(hub)
         guard.start()
         self.admission.guard = guard
+        if self._access is not None:
+            rules = aiter(self._access.rules())
+            self.access_rule = await anext(rules)
+            self._access_follower = asyncio.create_task(self._follow_access(hub, rules))
         return hub
+
+    async def _follow_access(self, hub: Hub, rules: AsyncIterator[AccessRule]) -> None:
+        """Apply each new rule: the viewers it no longer admits are cut off (their stream
+        ends, and their player's next request is refused)."""
+        while True:
+            try:
+                async for rule in rules:
+                    self.access_rule = rule
+                    cut = hub.end_viewers(rule.admits)
+                    if cut:
+                        logger.info("cut off %d viewers whose link no longer admits them", cut)
+                    await self._holders_cut(rule)
+            except Exception:
+                logger.exception("the viewer access rules could not be read; trying again")
+            await asyncio.sleep(ACCESS_RETRY_SEC)
+            rules = aiter(self._access.rules())
+
+    def access_hold(self, holder: AccessHolder) -> None:
+        """Tell ``holder`` when the rule no longer admits its link, until released."""
+        self._access_holders.add(holder)
+
+    def access_release(self, holder: AccessHolder) -> None:
+        self._access_holders.discard(holder)
+
+    async def _holders_cut(self, rule: AccessRule) -> None:
+        """Tell the holders that ``rule`` no longer admits (and forget them)."""
+        lost = [holder for holder in self._access_holders if not rule.admits(holder.link)]
+        for holder in lost:
+            self._access_holders.discard(holder)
+            try:
+                await holder.access_lost()
+            except Exception:
+                logger.exception("a holder of a viewer link could not be told it was cut off")
+        if lost:
+            logger.info("closed %d status feeds whose link no longer admits them", len(lost))
 
     async def switch(self, sources: Sequence[Upstream], generation: str) -> None:
         """Point this process's hub at a channel's ``sources`` (the primary first), the switch
         called ``generation``, and tell the other processes' hubs."""
         hub = await self.hub()
         self._switch_begun(generation)
-        await hub.switch(sources, generation)
+        # A hub this call built (the process's first) has resumed the switch as recorded, this
+        # one already: switching again would drop its upstream connection and open another.
+        if not generation or hub.generation != generation:
+            await hub.switch(sources, generation)
         if hub.relay is not None:
             records = [source.as_record() for source in sources]
             await hub.relay.announce({"sources": records, "generation": generation})
@@ -194,19 +299,20 @@ class StreamRuntime:
         hub, self._hub = self._hub, None
         listener, self._switch_listener = self._switch_listener, None
         watch, self._watch = self._watch, None
+        follower, self._access_follower = self._access_follower, None
+        await task_cancel(follower)
         self._switch_ended(SwitchOutcome.SUPERSEDED)
         self._switch = None
         if watch is not None:
             watch.cancel()
-        if listener is not None:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+        await task_cancel(listener)
         if hub is not None:
             await hub.close()
         guard, self.admission.guard = self.admission.guard, None
         if guard is not None:
             await guard.stop()
+        audience, self.link_audience = self.link_audience, LocalAudience()
+        await audience.close()
 
 
 _runtime: StreamRuntime | None = None

@@ -16,5 +16,13 @@ urlpatterns = [
     path("api/admin/groups", views.groups_view, name="groups"),
     path("api/admin/channel", views.channel_select_view, name="channel-select"),
     path("api/admin/playlist/reload", views.playlist_reload_view, name="playlist-reload"),
+    path("api/admin/guide/refresh", views.guide_refresh_view, name="guide-refresh"),
+    path("api/admin/guide/programmes", views.guide_programmes_view, name="guide-programmes"),
     path("api/admin/status", views.status_view, name="status"),
+    path("api/admin/private", views.private_view, name="private"),
+    path("api/admin/links", views.links_view, name="links"),
+    path("api/admin/links/<int:link_id>/revoke", views.link_revoke_view, name="link-revoke"),
+    path("api/admin/schedule", views.schedule_view, name="schedule"),
+    path("api/admin/schedule/programme", views.schedule_programme_view, name="schedule-programme"),
+    path("api/admin/schedule/<int:entry_id>", views.schedule_entry_view, name="schedule-entry"),
 ]

@@ -44,12 +44,15 @@ def documented_blocks(heading: str) -> tuple[str, str]:
     return blocks[0], blocks[1]
 
 
-def hls_cache_configuration(work: Path, *, port: int, origin: int) -> str:
+def hls_cache_configuration(work: Path, *, port: int, origin: int, segment_secret: str) -> str:
     """nginx on ``port`` caching ``/hls/`` as the page says, in front of the origin on
-    ``origin``; its cache, log (one line a request: URI, cache status, upstream) and pid in
-    ``work``."""
+    ``origin`` (whose CHANNELS_SEGMENT_SECRET is ``segment_secret``); its cache, secret file,
+    log (one line a request: URI, cache status, status, upstream) and pid in ``work``."""
     http, server = documented_blocks("HLS behind nginx or a CDN")
     http = http.replace("/var/cache/nginx/hls", str(work / "cache"))
+    secret_file = work / "hls-segment-secret.conf"
+    secret_file.write_text(f'set $segment_secret "{segment_secret}";\n')
+    server = server.replace("/etc/nginx/hls-segment-secret.conf", str(secret_file))
     # the documented backup is a second process; here the one origin stands for both
     http = http.replace("127.0.0.1:8001", f"127.0.0.1:{origin}")
     http = http.replace("127.0.0.1:8002", f"127.0.0.1:{origin}")
@@ -59,7 +62,7 @@ def hls_cache_configuration(work: Path, *, port: int, origin: int) -> str:
         work,
         main=f"{user}\nworker_rlimit_nofile 16384;",
         events="worker_connections 8192;",
-        http=f"""    log_format origin '$request_uri $upstream_cache_status $upstream_addr';
+        http=f"""    log_format origin '$request_uri $upstream_cache_status $status $upstream_addr';
     access_log {work}/access.log origin;
     log_subrequest on;  # the playlist's background updates are subrequests
 {http}
@@ -76,10 +79,21 @@ def origin_requests(work: Path, *, after: int = 0) -> collections.Counter[str]:
     it served from its cache), in its log's lines from ``after`` on."""
     counts: collections.Counter[str] = collections.Counter()
     for line in log_lines(work)[after:]:
-        uri, _cache_status, upstream = line.split(" ", 2)
+        uri, _cache_status, _status, upstream = line.split(" ", 3)
         if upstream != "-":
             counts[uri] += 1
     return counts
+
+
+def answered_here(work: Path, *, after: int = 0) -> list[tuple[str, int]]:
+    """The requests the HLS cache in ``work`` answered without the origin or its cache (a
+    refused signature, a name that is no segment's): URI and status, in its log's order."""
+    answered = []
+    for line in log_lines(work)[after:]:
+        uri, cache_status, status, upstream = line.split(" ", 3)
+        if upstream == "-" and cache_status == "-":
+            answered.append((uri, int(status)))
+    return answered
 
 
 def log_lines(work: Path) -> list[str]:

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from channels_admin.runtime import stream_runtime
-from channels_admin.services.viewers import Refusal
+from channels_admin.services.refusal import Refusal
 from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks
 from core.threads import iterate_in_thread
 

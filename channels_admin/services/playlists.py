@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import json
 import logging
 import os
@@ -19,7 +20,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -33,6 +33,7 @@ from channels_admin.demo_channels import (
 from channels_admin.errors import PlaylistReloadError
 from channels_admin.m3u import M3UParseError, M3UPlaylist, channel_ids, m3u_parse
 from channels_admin.models import Channel, Playlist, StreamState
+from channels_admin.services.downloads import DownloadError, url_download
 from channels_admin.services.status import status_broadcast
 
 logger = logging.getLogger(__name__)
@@ -126,26 +127,17 @@ def _default_playlist_due(path: Path) -> bool:
 
 
 def _download(url: str) -> bytes:
-    if not url.startswith(("http://", "https://")):
-        raise PlaylistReloadError(f"the playlist URL must be http or https, got {url!r}")
-    limit = settings.CHANNELS_PLAYLIST_MAX_BYTES
-    timeout = settings.CHANNELS_PLAYLIST_TIMEOUT_SEC
+    body = io.BytesIO()
     try:
-        with requests.get(url, stream=True, timeout=(min(timeout, 10), timeout)) as response:
-            if response.status_code != 200:
-                raise PlaylistReloadError(f"download of {url} answered HTTP {response.status_code}")
-            declared = response.headers.get("Content-Length", "")
-            if declared.isdigit() and int(declared) > limit:
-                raise PlaylistReloadError(f"the playlist is larger than {limit} bytes")
-            chunks, size = [], 0
-            for chunk in response.iter_content(chunk_size=64 * 1024):
-                size += len(chunk)
-                if size > limit:
-                    raise PlaylistReloadError(f"the playlist is larger than {limit} bytes")
-                chunks.append(chunk)
-    except requests.RequestException as error:
-        raise PlaylistReloadError(f"download of {url} failed: {error}") from None
-    return b"".join(chunks)
+        url_download(
+            url=url,
+            into=body,
+            max_bytes=settings.CHANNELS_PLAYLIST_MAX_BYTES,
+            timeout=settings.CHANNELS_PLAYLIST_TIMEOUT_SEC,
+        )
+    except DownloadError as error:
+        raise PlaylistReloadError(str(error)) from None
+    return body.getvalue()
 
 
 def _atomic_write(path: Path, content: bytes) -> None:

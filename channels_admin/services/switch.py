@@ -12,6 +12,8 @@ channel must not take every viewer off the air). The runtime tells how the switc
 
 from __future__ import annotations
 
+import dataclasses
+
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
@@ -20,7 +22,7 @@ from django.utils import timezone
 from channels_admin.errors import ChannelNotFound, UnsupportedStream
 from channels_admin.models import Channel, StreamState
 from channels_admin.runtime import SwitchOutcome, stream_runtime
-from channels_admin.selectors import channel_sources
+from channels_admin.selectors import channel_sources, channel_still
 from channels_admin.services.status import status_broadcast
 from channels_admin.streaming.sources import Upstream
 
@@ -30,11 +32,21 @@ RELAYED_SCHEMES = ("http", "https")
 async def channel_switch(*, channel_id: str) -> Channel:
     """Make ``channel_id`` the active channel and point the hub (every process's) at it; if
     it shows no picture in ``CHANNELS_SWITCH_TIMEOUT_SEC``, go back to the channel before."""
+    channel, _ = await channel_switch_recorded(channel_id=channel_id)
+    return channel
+
+
+async def channel_switch_recorded(
+    *, channel_id: str, message: str = "Switching to {name}…"
+) -> tuple[Channel, StreamState]:
+    """:func:`channel_switch`, its first sentence ``message`` (``{name}``: the channel's name;
+    the schedule's says it is scheduled), returning the row as recorded too: its
+    ``generation`` names the switch."""
     before = await database_sync_to_async(StreamState.load)()
-    channel, state = await _switch(channel_id=channel_id, message="Switching to {name}…")
+    channel, state = await _switch(channel_id=channel_id, message=message)
     can_return = before.live and before.channel_id and before.channel_id != channel.channel_id
     stream_runtime().watch(_outcome(state=state, back_to=before if can_return else None))
-    return channel
+    return channel, state
 
 
 async def _switch(
@@ -118,6 +130,8 @@ def channel_select(
             f"channel {channel_id!r} streams over {scheme}://; only http and https are relayed"
         )
     sources = channel_sources(channel=channel)
+    if channel_still(channel=channel):  # its picture is still by design: never judged
+        sources = [dataclasses.replace(source, picture_checks=False) for source in sources]
     state, _ = StreamState.objects.update_or_create(
         pk=StreamState.SINGLETON_PK,
         defaults={

@@ -18,12 +18,13 @@ Two limits, either enough to refuse:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
+
+from core.cancellation import task_cancel
 
 RETRY_AFTER_SEC = 10
 TICK_SEC = 0.1  # how often the guard looks
@@ -117,9 +118,7 @@ class LoadGuard:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await task_cancel(self._task)
             self._task = None
 
     def refuses(self, viewers: int) -> bool:

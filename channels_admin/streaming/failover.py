@@ -3,7 +3,9 @@ that plays fails, the slate while none does.
 
 A source fails on a connection or HTTP error, when it sends nothing for the stall timeout, when
 its own clock falls behind real time over a window (``pace.py``), when it sends no key frame in
-time, or when it ends. The loop then fails over to the next source at once (``sources.py``:
+time, when its picture stays frozen or black (``picture_watch.py``), when its sound stays
+silent (``audio_watch.py``; off by default; the slate is never judged by either), or when it
+ends. The loop then fails over to the next source at once (``sources.py``:
 round the list, each source with its own capped backoff), still over one connection at a time:
 it never probes a source in the background. Viewers stay connected: the slate (``slate.py``)
 plays while no source does, and each source starts from its first key frame
@@ -17,16 +19,19 @@ The loop knows nothing of viewers: it hands its bytes and its news to a :class:`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Protocol
 
 import aiohttp
 
+from channels_admin.streaming.audio_watch import AUDIO_OFF, AudioChecks, AudioWatch
 from channels_admin.streaming.failure_reasons import failure_detail, failure_reason
 from channels_admin.streaming.hls_input import HlsError, HlsReader
 from channels_admin.streaming.hub_events import HubEvent
 from channels_admin.streaming.key_frame_gate import KeyFrameGate
 from channels_admin.streaming.pace import PaceMeter
+from channels_admin.streaming.picture_watch import OFF, PictureChecks, PictureWatch
 from channels_admin.streaming.slate import Slate
 from channels_admin.streaming.sources import SourceCycle, Upstream, source_label
 from channels_admin.streaming.ts_scan import StreamLayout
@@ -76,8 +81,12 @@ class Failover:
         key_frame_timeout: float = KEY_FRAME_TIMEOUT_SECONDS,
         slate_delay: float = SLATE_DELAY_SECONDS,
         slate_pattern: bool = True,
+        picture_checks: PictureChecks = OFF,
+        audio_checks: AudioChecks = AUDIO_OFF,
     ) -> None:
         self._output = output
+        self._picture_checks = picture_checks
+        self._audio_checks = audio_checks
         self._reader = reader
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -176,37 +185,54 @@ class Failover:
         technical detail, for the log. ``failover``: it takes over from another source."""
         loop = asyncio.get_running_loop()
         gate, pace = KeyFrameGate(), PaceMeter(window_seconds=self._slow_window)
+        # A still channel's exclusion (``Upstream.picture_checks``) is from both checks.
+        judged = sources[index].picture_checks
+        picture = PictureWatch(self._picture_checks if judged else OFF, clock=loop.time)
+        audio = AudioWatch(self._audio_checks if judged else AUDIO_OFF, clock=loop.time)
         output = self._output
         connected = loop.time()
         started: float | None = None
         received, playing, reported = False, "", 0.0
         try:
-            async for data in self._reader.read(sources[index], hls):
-                received = True
-                pace.feed(data)
-                if started is None:
-                    data = gate.feed(data)
-                    if not data:
-                        if loop.time() - connected > self._key_frame_timeout:
-                            raise UpstreamError(f"no key frame in {self._key_frame_timeout:g} s")
-                        continue
-                    await self._slate.stop()
-                    output.stream_begins()  # after the slate or the source that failed
-                    self._layout = gate.layout
-                    started, playing, reported = loop.time(), hls.playing, loop.time()
-                    self.playing_index = index
-                    await output.report(
-                        HubEvent.FLOWING, sources, index, playing, failover=failover
-                    )
-                elif hls.playing != playing and loop.time() - reported >= PLAYING_REPORT_SECONDS:
-                    playing, reported = hls.playing, loop.time()
-                    await output.report(HubEvent.PLAYING, sources, index, playing)
-                await output.deliver(data)
-                if pace.slow():
-                    raise UpstreamError(
-                        f"the upstream sends {pace.ratio():.0%} of real time"
-                        f" over {self._slow_window:g} s"
-                    )
+            # Closed here, not whenever the collector gets to it: the connection is gone before
+            # the next source (or the next switch's) opens one.
+            async with contextlib.aclosing(self._reader.read(sources[index], hls)) as reads:
+                async for data in reads:
+                    received = True
+                    pace.feed(data)
+                    if started is None:
+                        data = gate.feed(data)
+                        if not data:
+                            if loop.time() - connected > self._key_frame_timeout:
+                                raise UpstreamError(
+                                    f"no key frame in {self._key_frame_timeout:g} s"
+                                )
+                            continue
+                        await self._slate.stop()
+                        output.stream_begins()  # after the slate or the source that failed
+                        self._layout = gate.layout
+                        started, playing, reported = loop.time(), hls.playing, loop.time()
+                        self.playing_index = index
+                        await output.report(
+                            HubEvent.FLOWING, sources, index, playing, failover=failover
+                        )
+                    elif (
+                        hls.playing != playing and loop.time() - reported >= PLAYING_REPORT_SECONDS
+                    ):
+                        playing, reported = hls.playing, loop.time()
+                        await output.report(HubEvent.PLAYING, sources, index, playing)
+                    await output.deliver(data)
+                    picture.feed(data)
+                    if picture.failed is not None:
+                        raise UpstreamError(picture.failed)
+                    audio.feed(data)
+                    if audio.failed is not None:
+                        raise UpstreamError(audio.failed)
+                    if pace.slow():
+                        raise UpstreamError(
+                            f"the upstream sends {pace.ratio():.0%} of real time"
+                            f" over {self._slow_window:g} s"
+                        )
             reason, detail = "the upstream ended the stream", "the response ended"
         except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors too
             reason = (
@@ -222,4 +248,7 @@ class Failover:
                 # Whatever else goes wrong (a bug) must not end the retries.
                 logger.exception("upstream %s failed unexpectedly", sources[index].url)
             reason, detail = failure_reason(error), failure_detail(error)
+        finally:
+            picture.close()
+            audio.close()
         return (None if started is None else loop.time() - started), reason, detail

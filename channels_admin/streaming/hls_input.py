@@ -27,7 +27,6 @@ request at a time, over a keep-alive connection where the server allows):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -40,6 +39,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from channels_admin.streaming.remux import RemuxError, TsRemuxer
 from channels_admin.streaming.ts import TS_PACKET
+from core.cancellation import task_cancel
 
 logger = logging.getLogger(__name__)
 
@@ -268,9 +268,7 @@ class HlsReader:
                 async for piece in pace.release(item.data, item.duration):
                     yield piece
         finally:
-            producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer
+            await task_cancel(producer)
 
     async def _produce(self, fetch: Fetch, url: str, first: Response, ready: asyncio.Queue) -> None:
         """Follow the playlists and put each stretch of TS in ``ready``; then None at the end

@@ -32,8 +32,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from channels_admin.streaming.audio_watch import AUDIO_OFF, AudioChecks
 from channels_admin.streaming.failover import (
     KEY_FRAME_TIMEOUT_SECONDS,
     SLATE_DELAY_SECONDS,
@@ -43,6 +44,7 @@ from channels_admin.streaming.failover import (
 from channels_admin.streaming.gop_cache import GopCache
 from channels_admin.streaming.hls_output import HlsOutput
 from channels_admin.streaming.hub_events import EventCallback, HubEvent, HubReport
+from channels_admin.streaming.picture_watch import OFF, PictureChecks
 from channels_admin.streaming.relay import Relay, RelayError
 from channels_admin.streaming.restamp import Restamper
 from channels_admin.streaming.sources import Upstream
@@ -50,6 +52,7 @@ from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.subscription import Subscription
 from channels_admin.streaming.upstream_addresses import UpstreamAddresses
 from channels_admin.streaming.upstream_reader import UpstreamReader
+from core.cancellation import cancellation_check, task_cancel
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +89,8 @@ class Hub:
         slate_pattern: bool = True,
         hls: HlsOutput | None = None,
         upstream_addresses: UpstreamAddresses | None = None,
+        picture_checks: PictureChecks = OFF,
+        audio_checks: AudioChecks = AUDIO_OFF,
     ) -> None:
         self._viewer_buffer_bytes = viewer_buffer_bytes
         self._viewer_limit = viewer_buffer_bytes  # widened for bursty upstreams
@@ -110,6 +115,8 @@ class Hub:
             key_frame_timeout=key_frame_timeout,
             slate_delay=slate_delay,
             slate_pattern=slate_pattern,
+            picture_checks=picture_checks,
+            audio_checks=audio_checks,
         )
         self._restamp = Restamper()
         self._format = FormatWatch()  # of the stream that goes out to the viewers
@@ -117,6 +124,7 @@ class Hub:
         self.hls = hls if hls is not None else HlsOutput()  # the stream as HLS segments
         # A dict for its order: the newest viewers are the first to be cut off.
         self._subscriptions: dict[Subscription, None] = {}
+        self._per_link: dict[int | None, int] = {}  # the viewers through each private link
         self._sources: tuple[Upstream, ...] = ()
         self._generation = ""
         self._task: asyncio.Task[None] | None = None
@@ -178,29 +186,55 @@ class Hub:
             if subscription.reads(now)
         }
 
-    def subscribe(self) -> Subscription:
-        """A new viewer, who starts at the current picture group's key frame when the GOP
-        cache has one (so the first picture needs no wait), else at the live edge."""
-        subscription = Subscription(self._viewer_limit)
+    def subscribe(self, *, link: int | None = None) -> Subscription:
+        """A new viewer (through the private viewer link ``link``, if any), who starts at the
+        current picture group's key frame when the GOP cache has one (so the first picture
+        needs no wait), else at the live edge."""
+        subscription = Subscription(self._viewer_limit, link=link)
         start = self._gop.start()
         if start:
             subscription.push(start)
         self._subscriptions[subscription] = None
+        self._per_link[link] = self._per_link.get(link, 0) + 1
         self._viewers_changed.set()
         if self._relay is not None and self._reporter is None:
             self._reporter = asyncio.create_task(self._report_viewers(self._relay))
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
-        self._subscriptions.pop(subscription, None)
+        self._forget(subscription)
         self._viewers_changed.set()
+
+    def viewers_of(self, link: int | None) -> int:
+        """This process's viewers through the private viewer link ``link`` (None: without)."""
+        return self._per_link.get(link, 0)
+
+    def viewers_per_link(self) -> dict[int | None, int]:
+        """This process's viewers per private viewer link (None: those who came without)."""
+        return {link: count for link, count in self._per_link.items() if count}
+
+    def end_viewers(self, admitted: Callable[[int | None], bool]) -> int:
+        """End the streams of the viewers whose link is no longer ``admitted`` (revoked,
+        expired, or none while the stream is private); how many."""
+        if all(admitted(link) for link in self.viewers_per_link()):
+            return 0  # the usual case, in time of the links, not of the viewers
+        gone = [sub for sub in self._subscriptions if not admitted(sub.link)]
+        for subscription in gone:
+            subscription.end()
+            self._forget(subscription)
+        self._viewers_changed.set()
+        return len(gone)
+
+    def _forget(self, subscription: Subscription) -> None:
+        if self._subscriptions.pop(subscription, 0) is None:
+            self._per_link[subscription.link] -= 1
 
     def shed(self, count: int) -> None:
         """End the streams of the ``count`` newest viewers: those the process cannot carry."""
         newest = list(self._subscriptions)[max(0, len(self._subscriptions) - count) :]
         for subscription in newest:
             subscription.end(cut_off=True)
-            del self._subscriptions[subscription]
+            self._forget(subscription)
         self._viewers_changed.set()
 
     async def _report_viewers(self, relay: Relay) -> None:
@@ -224,6 +258,7 @@ class Hub:
             for subscription in self._subscriptions:
                 subscription.end()
             self._subscriptions.clear()
+            self._per_link.clear()
             self._viewers_changed.set()
             self._gop.clear()
             self._restamp.reset()
@@ -242,13 +277,13 @@ class Hub:
     async def close(self) -> None:
         await self.switch(())
         reporter, self._reporter = self._reporter, None
-        await _cancelled(reporter)
+        await task_cancel(reporter)
         if self._relay is not None:
             await self._relay.close()
 
     async def _stop_reader(self) -> None:
         task, self._task = self._task, None
-        await _cancelled(task)
+        await task_cancel(task)
 
     async def _read_or_follow(self, sources: tuple[Upstream, ...]) -> None:
         """Without a relay, read the sources. With one, read them while this process owns the
@@ -259,11 +294,14 @@ class Hub:
             await self._failover.play(sources)
             return
         while True:
+            cancellation_check()  # a switch that redis-py's wait_for lost stops the loop still
             try:
                 if await relay.own():
+                    cancellation_check()
                     await self._read_while_owner(relay, sources)
                 else:
                     async for data in relay.follow(self._generation):
+                        cancellation_check()
                         self._push(data)
             except RelayError as error:
                 logger.warning("relay: %s; trying again in %.1fs", error, relay.renew_seconds)
@@ -274,11 +312,13 @@ class Hub:
         try:
             while not reader.done():
                 await asyncio.sleep(relay.renew_seconds)
-                if not await relay.own():
+                owned = await relay.own()
+                cancellation_check()
+                if not owned:
                     logger.warning("relay: another process owns the upstream now")
                     return
         finally:
-            await _cancelled(reader)
+            await task_cancel(reader)
 
     def _push(self, data: bytes) -> None:
         self.streamed_bytes += len(data)
@@ -346,12 +386,3 @@ class Hub:
             )
         except Exception:
             logger.exception("hub event handler failed for %s", event)
-
-
-async def _cancelled(task: asyncio.Task[None] | None) -> None:
-    """Cancel ``task`` (if any) and wait until it has ended."""
-    if task is None:
-        return
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

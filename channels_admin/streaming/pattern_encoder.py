@@ -40,6 +40,10 @@ BEEP_AMPLITUDE = 0.1
 BEEP_RAMP_SECONDS = 0.005
 
 
+PICTURES = ("moving", "still", "black")
+SOUNDS = ("beep", "silent")
+
+
 @dataclass(frozen=True)
 class PatternOptions:
     """What the generated stream looks like; the defaults suit a browser demo channel."""
@@ -51,6 +55,14 @@ class PatternOptions:
     audio: bool = True  # a quiet 1 kHz beep at the start of every second, 48 kHz mono AAC
     gop_seconds: float = 1.0  # keyframe interval: a player joining mid-stream starts within ~1 s
     profile: str = "main"  # x264's H.264 profile: "baseline", "main" or "high"
+    # "moving": the pattern as described; "still": its bars and label alone, without the box
+    # or the running time, over and over (a frozen source, for the picture checks' tests: a
+    # picture no moving frame shows, so that a freeze starts when it is sent); "black": black
+    # frames. The stream goes on alike.
+    picture: str = "moving"
+    # "beep": the beep as described; "silent": digital silence, the stream otherwise alike (a
+    # source whose sound died, for the silent-audio check's tests).
+    sound: str = "beep"
 
     def __post_init__(self) -> None:
         # 4:2:0 chroma halves both dimensions, so odd sizes cannot be encoded exactly.
@@ -62,6 +74,10 @@ class PatternOptions:
             raise ValueError(f"fps must be between 1 and 120, got {self.fps}")
         if self.video_bitrate <= 0 or self.gop_seconds <= 0:
             raise ValueError("video_bitrate and gop_seconds must be positive")
+        if self.picture not in PICTURES:
+            raise ValueError(f"picture must be one of {', '.join(PICTURES)}, got {self.picture!r}")
+        if self.sound not in SOUNDS:
+            raise ValueError(f"sound must be one of {', '.join(SOUNDS)}, got {self.sound!r}")
 
     @property
     def gop_frames(self) -> int:
@@ -103,7 +119,7 @@ def pattern_chunks(
             options=_x264_options(options),
         )
         _tag_bt601(video.codec_context)
-        beeps = _BeepTrack(container) if options.audio else None
+        beeps = _BeepTrack(container, silent=options.sound == "silent") if options.audio else None
         # FFmpeg's muxer takes a stream's id of 16 or more as its PID
         for stream, pid in zip((video, beeps and beeps.stream), pids, strict=True):
             if stream is not None and pid is not None:
@@ -174,9 +190,10 @@ def _tag_bt601(context: av.VideoCodecContext) -> None:
 
 
 class _BeepTrack:
-    """The audio stream: one precomputed second (a short beep, then silence) on a loop."""
+    """The audio stream: one precomputed second (a short beep, then silence) on a loop; with
+    ``silent``, the second is all silence."""
 
-    def __init__(self, container: av.container.OutputContainer) -> None:
+    def __init__(self, container: av.container.OutputContainer, *, silent: bool = False) -> None:
         self.stream = container.add_stream(
             "aac", rate=AUDIO_SAMPLE_RATE, layout="mono", bit_rate=AUDIO_BITRATE
         )
@@ -188,7 +205,7 @@ class _BeepTrack:
         beep_end = int(BEEP_SECONDS * AUDIO_SAMPLE_RATE)
         envelope[:ramp] = fade
         envelope[beep_end - ramp : beep_end] = fade[::-1]
-        wave = BEEP_AMPLITUDE * envelope * np.sin(2 * np.pi * BEEP_HZ * t)
+        wave = (0.0 if silent else BEEP_AMPLITUDE) * envelope * np.sin(2 * np.pi * BEEP_HZ * t)
         self._second = wave.astype(np.float32)
         self._sent = 0
 
@@ -244,6 +261,7 @@ class _Painter:
     def __init__(self, options: PatternOptions, label: str) -> None:
         width, height = options.width, options.height
         self._fps = options.fps
+        self._picture = options.picture
         self._width = width
         self._height = height
         self._bars_bottom = max(2, _even(height * BARS_FRACTION))
@@ -276,6 +294,8 @@ class _Painter:
 
         self._static = self._paint_static(label)
         self._canvas = self._static.copy()
+        self._blank = np.full_like(self._static, CHROMA_NEUTRAL)
+        self._blank[:height] = LUMA_BLACK
 
     def _paint_static(self, label: str) -> np.ndarray:
         width, height = self._width, self._height
@@ -308,6 +328,10 @@ class _Painter:
         return planes
 
     def paint(self, index: int) -> np.ndarray:
+        if self._picture == "black":
+            return self._blank
+        if self._picture == "still":
+            return self._static
         canvas = self._canvas
         # Only luma below the bars changes; restore it from the static picture.
         canvas[self._bars_bottom : self._height] = self._static[self._bars_bottom : self._height]

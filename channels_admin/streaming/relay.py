@@ -1,11 +1,11 @@
 """The hub across several server processes, through Redis: still ONE upstream connection.
 
 With ``REDIS_URL`` set, every process has its hub, but only one, the owner, connects to the
-upstream. Ownership is a Redis key (``<prefix>:owner``) taken with ``SET NX`` and an expiry,
-renewed by its holder at a third of that expiry; when the owner dies, its key runs out and the
-first process to find it free takes over. The owner appends every chunk it relays to the Redis
-stream ``<prefix>:ts``; the other processes' hubs read their chunks from there instead of from
-an upstream, and hand them to their own viewers.
+upstream. Ownership is a Redis key (``<prefix>:owner``), a lease (``core/redis_lease.py``)
+taken with ``SET NX`` and an expiry, renewed by its holder at a third of that expiry; when the
+owner dies, its key runs out and the first process to find it free takes over. The owner
+appends every chunk it relays to the Redis stream ``<prefix>:ts``; the other processes' hubs
+read their chunks from there instead of from an upstream, and hand them to their own viewers.
 
 A stream, not pub/sub (``benchmarks/relay_transports.py`` measured both, and Channels groups):
 a follower reads many chunks per round trip, at about half the CPU, and one that falls behind
@@ -33,13 +33,13 @@ import contextlib
 import functools
 import json
 import logging
-import os
-import socket
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 import redis.asyncio as redis
+
+from core.cancellation import cancellation_check
+from core.redis_lease import RedisLease, process_identity
 
 logger = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -54,15 +54,6 @@ BACKLOG_CHUNKS = 128
 CATCH_UP_CHUNKS = 16
 # Chunks a follower takes per read, at most.
 READ_CHUNKS = 64
-# Keep the key only if it is still ours; both are atomic on the server.
-_RENEW = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
-return 0
-"""
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0
-"""
 
 
 class RelayError(Exception):
@@ -92,12 +83,14 @@ class Relay:
 
     def __init__(self, url: str, *, prefix: str, lock_seconds: float) -> None:
         self._redis = redis.Redis.from_url(url)
-        self._owner_key = f"{prefix}:owner"
+        self.identity = process_identity()
+        self._ownership = RedisLease(
+            self._redis, key=f"{prefix}:owner", seconds=lock_seconds, identity=self.identity
+        )
         self._stream = f"{prefix}:ts"
         self._switch_channel = f"{prefix}:switch"
         self._viewers_key = f"{prefix}:viewers"
         self._lock_ms = int(lock_seconds * 1000)
-        self.identity = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # The generation and stream entry ID this process last published or followed: where a
         # follower resumes, with nothing repeated, after an error or a lost ownership.
         self._position: tuple[str, bytes] | None = None
@@ -109,20 +102,14 @@ class Relay:
     @_raising_relay_error
     async def own(self) -> bool:
         """Whether this process owns the upstream now: it held the key (renewed) or took it."""
-        renewed = await self._redis.eval(_RENEW, 1, self._owner_key, self.identity, self._lock_ms)
-        if renewed:
-            return True
-        taken = await self._redis.set(self._owner_key, self.identity, nx=True, px=self._lock_ms)
-        return bool(taken)
+        return await self._ownership.hold()
 
     async def release(self) -> None:
-        with contextlib.suppress(redis.RedisError):
-            await self._redis.eval(_RELEASE, 1, self._owner_key, self.identity)
+        await self._ownership.release()
 
     @_raising_relay_error
     async def owner(self) -> str | None:
-        value = await self._redis.get(self._owner_key)
-        return value.decode() if value is not None else None
+        return await self._ownership.holder()
 
     @_raising_relay_error
     async def publish(self, generation: str, data: bytes) -> None:
@@ -147,6 +134,7 @@ class Relay:
                 last = await self._catch_up_start(generation)
             block_ms = self._lock_ms // RENEW_SHARE
             while True:
+                cancellation_check()
                 read = await self._redis.xread(
                     {self._stream: last}, count=READ_CHUNKS, block=block_ms
                 )
@@ -183,6 +171,7 @@ class Relay:
             try:
                 await pubsub.subscribe(self._switch_channel)
                 async for message in pubsub.listen():
+                    cancellation_check()
                     await on_switch(json.loads(message["data"]))
             except redis.RedisError as error:
                 logger.warning("relay: switch feed lost (%s); reconnecting", error)

@@ -19,7 +19,6 @@ packets, twice a second, which keep the connection and the player's patience, no
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import threading
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chu
 from channels_admin.streaming.remux import MUX_OPTIONS
 from channels_admin.streaming.ts import TS_PACKET
 from channels_admin.streaming.ts_scan import StreamLayout
+from core.cancellation import task_cancel
 from core.threads import iterate_in_thread
 
 SLATE_LABEL = "RECONNECTING"
@@ -74,9 +74,7 @@ class Slate:
         if self._stop is not None:
             self._stop.set()
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await task_cancel(task)
 
     async def _play(self, stop: threading.Event, layout: StreamLayout | None) -> None:
         options = dict(MUX_OPTIONS)

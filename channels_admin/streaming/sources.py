@@ -23,18 +23,28 @@ STABLE_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class Upstream:
-    """One source: where the hub reads it, and the headers it sends there."""
+    """One source: where the hub reads it, the headers it sends there, and whether its picture
+    and its sound are judged (``picture_watch.py``, ``audio_watch.py``; not for a channel that
+    is legitimately still)."""
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    picture_checks: bool = True
 
     def as_record(self) -> dict[str, Any]:
         """As plain data (JSON: a row's field, a message to the other processes)."""
-        return {"url": self.url, "headers": dict(self.headers)}
+        record: dict[str, Any] = {"url": self.url, "headers": dict(self.headers)}
+        if not self.picture_checks:
+            record["picture_checks"] = False
+        return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Upstream:
-        return cls(record["url"], record.get("headers") or {})
+        return cls(
+            record["url"],
+            record.get("headers") or {},
+            picture_checks=record.get("picture_checks", True) is not False,
+        )
 
 
 def source_label(index: int, count: int) -> str:

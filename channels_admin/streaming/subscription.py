@@ -22,8 +22,10 @@ NOT_READING_SEC = 3.0
 class Subscription:
     """One viewer's bounded buffer; when it overflows the oldest chunks are dropped."""
 
-    def __init__(self, limit_bytes: int) -> None:
+    def __init__(self, limit_bytes: int, *, link: int | None = None) -> None:
         self._limit = limit_bytes
+        self.link = link  # the private viewer link it came through; None: none (open stream)
+        self.seated = False  # it holds a seat of its link (link_audience.py), given back as it goes
         self._chunks: deque[bytes] = deque()
         self._size = 0
         self._wakeup = asyncio.Event()

@@ -179,6 +179,24 @@ def pcr_base(packet: np.ndarray | bytes) -> int:
     return b[0] << 25 | b[1] << 17 | b[2] << 9 | b[3] << 1 | b[4] >> 7
 
 
+def pid_rows(data: bytes, pid: int) -> list[int]:
+    """The indexes of ``data``'s packets (whole TS packets) that carry ``pid``, in order."""
+    count = len(data) // TS_PACKET
+    if count == 0:
+        return []
+    packets = np.frombuffer(data, np.uint8, count * TS_PACKET).reshape(count, TS_PACKET)
+    pids = (packets[:, 1].astype(np.uint16) & 0x1F) << 8 | packets[:, 2]
+    return np.flatnonzero(pids == pid).tolist()
+
+
+def pes_elementary(payload: bytes) -> bytes | None:
+    """The elementary stream's bytes in ``payload``, the payload of a packet that starts a
+    PES, after the PES header; None when it holds no PES header."""
+    if len(payload) < 9 or payload[:3] != b"\x00\x00\x01":
+        return None
+    return payload[9 + payload[8] :]
+
+
 def packet_payload(packet: bytes) -> bytes:
     """What ``packet`` carries after its header and adaptation field."""
     control = packet[3] >> 4 & 0x3

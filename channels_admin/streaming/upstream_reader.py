@@ -13,6 +13,7 @@ URL).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -78,8 +79,11 @@ class UpstreamReader:
                     raise UpstreamError(f"the upstream answered HTTP {response.status}")
                 head = await response.content.readany()
                 if not looks_like_hls(response.content_type, head):
-                    async for data in self._batched(_ts_reads(response, head)):
-                        yield data
+                    async with contextlib.aclosing(
+                        self._batched(_ts_reads(response, head))
+                    ) as reads:
+                        async for data in reads:
+                            yield data
                     return
                 body = head + await _body(response, PLAYLIST_MAX_BYTES - len(head))
                 playlist = Response(str(response.url), 200, response.content_type, body)
@@ -94,11 +98,13 @@ class UpstreamReader:
 
             # Not batched: segments come whole, and a batch would hold a segment's tail back
             # until the next one came.
+            # Closed with this iterator: the segment fetched ahead stops with the connection.
             aligner = PacketAligner()
-            async for data in hls.stream(fetch, upstream.url, playlist):
-                data = aligner.feed(data)
-                if data:
-                    yield data
+            async with contextlib.aclosing(hls.stream(fetch, upstream.url, playlist)) as stream:
+                async for data in stream:
+                    data = aligner.feed(data)
+                    if data:
+                        yield data
 
     async def _batched(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """Gather reads into fewer, larger chunks: every chunk costs a wake-up and a write per

@@ -111,6 +111,8 @@ async def test_channels_in_playlist_order(client, channels):
         "stream_url": body[0]["stream_url"],
         "group": "News",
         "logo": "http://logo/0.png",
+        "now": None,  # no guide
+        "next": None,
     }
     assert body[0]["stream_url"].endswith("/1.ts")
 
@@ -263,11 +265,24 @@ async def test_status_before_any_selection(client, channels, hub_closed_after):
         "last_failure": None,
         "switch_message": "",
         "switch_returned": False,
+        "guide": {
+            "version": 0,
+            "refreshed_at": None,
+            "attempted_at": None,
+            "channels": 0,
+            "programmes": 0,
+            "left_out": 0,
+            "sources": [],
+            "last_error": "",
+            "last_error_at": None,
+        },
         "viewers": 0,
         "hls_viewers": 0,
         "refusing_viewers": False,
         "viewers_refused": 0,
         "viewers_shed": 0,
+        "private": False,
+        "links": [],
     }
 
 

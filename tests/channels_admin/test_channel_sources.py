@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from channels_admin.models import BackupSource, Channel, Playlist
+from channels_admin.models import BackupSource, Channel, Playlist, StillChannel
 from channels_admin.selectors import channel_sources
 from channels_admin.services.playlists import playlist_reload
+from channels_admin.services.switch import channel_select
 
 pytestmark = pytest.mark.django_db
 
@@ -145,3 +146,23 @@ def test_a_backup_the_hub_cannot_relay_is_left_out(loaded):
     backup("two.de", 0, "udp://239.0.0.1:1234")
 
     assert sources_of("Two") == [("http://a.example/two.ts", {})]
+
+
+def test_a_still_channel_is_switched_to_with_its_pictures_unjudged_after_reloads(loaded):
+    # given the channel filed as still, then a reload (which replaces every channel row)
+    StillChannel.objects.create(playlist=Playlist.objects.get(), channel_key="one.de")
+    playlist_reload()
+
+    _, state, sources = channel_select(channel_id="one.de")
+    _, _, others = channel_select(channel_id="two.de")
+
+    assert [(source.url, source.picture_checks) for source in sources] == [
+        (ONE[0], False),
+        (ONE_HD[0], False),
+        (ONE_SD[0], False),
+    ]
+    assert state.sources[0] == {"url": ONE[0], "headers": ONE[1], "picture_checks": False}
+    assert [source.picture_checks for source in state.upstreams] == [False, False, False]
+    assert [(source.url, source.picture_checks) for source in others] == [
+        ("http://a.example/two.ts", True)
+    ]

@@ -1,11 +1,14 @@
-"""The Django admin: the playlist's "Reload now" action and the read-only channel list."""
+"""The Django admin: the playlist's "Reload now" action, the read-only channel list, and the
+schedule's entries."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 from django.contrib.auth.models import User
 
-from channels_admin.models import BackupSource, Channel, Playlist
+from channels_admin.models import BackupSource, Channel, Playlist, ScheduleEntry, StillChannel
 from channels_admin.services.playlists import playlist_reload
 from tests.channels_admin.conftest import m3u
 
@@ -267,3 +270,73 @@ def test_backup_page_links_the_channels_with_its_key(staff_client, sources):
         f'<a href="/admin/channels_admin/channel/{one_hd.pk}/change/">One HD</a>'
     ) in page.content.decode()
     assert [b.pk for b in searched.context["cl"].result_list] == [backup.pk]
+
+
+# Still channels: their pictures are not judged
+
+STILL_ADD = "/admin/channels_admin/stillchannel/add/"
+
+
+def test_a_channel_is_filed_as_still_from_its_page(staff_client, sources):
+    channel = Channel.objects.get(name="One HD")
+    before = staff_client.get(f"/admin/channels_admin/channel/{channel.pk}/change/")
+
+    refused = staff_client.post(
+        STILL_ADD, {"playlist": sources.pk, "channel_key": "three.de", "note": ""}
+    )
+    added = staff_client.post(
+        STILL_ADD, {"playlist": sources.pk, "channel_key": "one.de", "note": "a radio card"}
+    )
+    after = staff_client.get(f"/admin/channels_admin/channel/{channel.pk}/change/")
+
+    assert (
+        "on (a frozen or black picture fails a source over). "
+        f'<a href="{STILL_ADD}?playlist={sources.pk}&amp;channel_key=one.de">Its picture is '
+        "still by design: turn them off</a>"
+    ) in before.content.decode()
+    assert form_of(refused) == {
+        "channel_key": [
+            "No channel of default has the key 'three.de' (its tvg-id or, for an entry without "
+            "one, its channel ID)."
+        ]
+    }
+    assert added.status_code == 302
+    assert list(StillChannel.objects.values_list("channel_key", "note")) == [
+        ("one.de", "a radio card")
+    ]
+    assert (
+        'off: <a href="/admin/channels_admin/stillchannel/?channel_key=one.de">a still channel</a>'
+    ) in after.content.decode()
+
+
+def test_a_schedule_entry_is_added_with_the_apis_form(staff_client, playlist_file):
+    playlist_file(m3u(("news", "News", "http://127.0.0.1:9/1.ts")))
+    playlist_reload()
+    form = {
+        "name": "Morning",
+        "channel_id": "news",
+        "enabled": "on",
+        "kind": "weekly",
+        "time_of_day": "07:00",
+        "weekdays": ["0", "6"],
+        "missed": "skip",
+    }
+
+    refused = staff_client.post(
+        "/admin/channels_admin/scheduleentry/add/", {**form, "channel_id": "gone"}
+    )
+    yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    past = staff_client.post(
+        "/admin/channels_admin/scheduleentry/add/",
+        {**form, "kind": "once", "at_0": yesterday.isoformat(), "at_1": "07:00:00"},
+    )
+    added = staff_client.post("/admin/channels_admin/scheduleentry/add/", form)
+
+    assert refused.status_code == 200  # the form again, with the reason
+    assert "No channel of the playlist has this ID." in refused.content.decode()
+    assert past.status_code == 200
+    assert f"{yesterday} 07:00:00 has passed (now " in past.content.decode()
+    assert added.status_code == 302
+    entry = ScheduleEntry.objects.get()
+    assert (entry.name, entry.weekdays, entry.time_of_day) == ("Morning", [0, 6], dt.time(7))
+    assert entry.edited_at is not None

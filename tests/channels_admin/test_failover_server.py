@@ -1,7 +1,8 @@
 """Failover and switches that fail, on the real server with a real origin of real MPEG-TS: the
 playlist's entries that share a tvg-id back each other up, a /ts viewer stays connected through
 a failover and goes on decoding, the status says which source plays and what failed, and a
-switch to a channel that shows no picture goes back to the channel before, saying why."""
+switch to a channel that shows no picture goes back to the channel before, saying why, and a
+source whose picture freezes, or whose sound goes silent, gives way to its backup."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 import io
 import socket
 import threading
+import time
 from urllib.parse import urlsplit
 
 import av
@@ -19,6 +21,8 @@ from tests.channels_admin.stream_client import select, status, wait_until
 from tests.conftest import free_port, running_server
 
 SWITCH_TIMEOUT_SEC = 3
+FROZEN_SEC = 3
+SILENT_SEC = 3
 
 
 def closed_port_url() -> str:
@@ -39,6 +43,14 @@ def playlist_for(origin: MediaUpstream) -> str:
         f"{closed_port_url()}\n"
         '#EXTINF:-1 tvg-id="solo",Solo\n'
         f"{origin.url('/solo.ts')}\n"
+        '#EXTINF:-1 tvg-id="still",Still\n'
+        f"{origin.url('/still-a.ts')}\n"
+        '#EXTINF:-1 tvg-id="still",Still (backup)\n'
+        f"{origin.url('/still-b.ts')}\n"
+        '#EXTINF:-1 tvg-id="quiet",Quiet\n'
+        f"{origin.url('/quiet-a.ts')}\n"
+        '#EXTINF:-1 tvg-id="quiet",Quiet (backup)\n'
+        f"{origin.url('/quiet-b.ts')}\n"
     )
 
 
@@ -58,6 +70,10 @@ def server_for(origin: MediaUpstream, var_dir):
         CHANNELS_DEMO="0",
         CHANNELS_STALL_TIMEOUT="1",
         CHANNELS_SWITCH_TIMEOUT_SEC=str(SWITCH_TIMEOUT_SEC),
+        CHANNELS_FROZEN_SEC=str(FROZEN_SEC),
+        CHANNELS_PICTURE_CHECK_SEC="1",
+        # On for every test here: the sources' beep a second must never count as silence.
+        CHANNELS_SILENT_SEC=str(SILENT_SEC),
     )
 
 
@@ -210,3 +226,42 @@ def test_an_outage_and_the_return_are_told_as_two_changes_of_stream(server, orig
     assert before["stream_format"] == ""  # the switch's first stream is no change
     assert (slate["stream_format"], slate["reconnecting"]) == ("H.264 Main 640x360, AAC", True)
     assert (back["stream_format"], back["source"]) == ("H.264 Main 320x180, AAC", "primary")
+
+
+def test_a_primary_whose_picture_freezes_fails_over_and_the_status_says_why(server, origin):
+    select(server, "still")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Still", what="playing")
+
+    origin.behave("/still-a.ts", Behaviour.FREEZE)
+    wait_until(
+        lambda: status(server)["source"] == "backup 2 of 2",
+        timeout=FROZEN_SEC + 8,
+        what="the backup plays",
+    )
+    seconds = time.monotonic() - origin.changed["/still-a.ts"]
+
+    now = status(server)
+    assert (now["failovers"], now["last_failure"]["source"]) == (1, "primary")
+    assert now["last_failure"]["reason"] == "frozen picture for 3 s"
+    assert (now["switch_message"], now["reconnecting"]) == ("Now playing Still", False)
+    assert FROZEN_SEC <= seconds <= FROZEN_SEC + 3
+
+
+def test_a_primary_whose_sound_goes_silent_fails_over_and_the_status_says_why(server, origin):
+    select(server, "quiet")
+    wait_until(lambda: status(server)["switch_message"] == "Now playing Quiet", what="playing")
+
+    origin.behave("/quiet-a.ts", Behaviour.SILENT)
+    wait_until(
+        lambda: status(server)["source"] == "backup 2 of 2",
+        timeout=SILENT_SEC + 8,
+        what="the backup plays",
+    )
+    seconds = time.monotonic() - origin.changed["/quiet-a.ts"]
+
+    now = status(server)
+    assert (now["failovers"], now["last_failure"]["source"]) == (1, "primary")
+    assert now["last_failure"]["reason"] == "silent audio for 3 s"
+    assert (now["switch_message"], now["reconnecting"]) == ("Now playing Quiet", False)
+    # the pause after the last beep before the change (0.9 s at most) is silence too
+    assert SILENT_SEC - 1 <= seconds <= SILENT_SEC + 3

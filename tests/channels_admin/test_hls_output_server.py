@@ -12,7 +12,8 @@ import requests
 from tests.channels_admin.stream_client import select, status, wait_until
 from tests.conftest import free_port, running_server
 
-SEGMENT = re.compile(r"^seg-[0-9a-f]{8}-\d+\.ts$", re.MULTILINE)
+# signed for link 0 while the stream is open (nginx in front checks every segment request)
+SEGMENT = re.compile(r"^(seg-[0-9a-f]{8}-\d+\.ts)\?l=0&e=\d+&s=[A-Za-z0-9_-]{22}$", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +135,8 @@ def entries(text: str) -> list[tuple[int, bool]]:
     for line in text.splitlines():
         if line == "#EXT-X-DISCONTINUITY":
             discontinuity = True
-        elif SEGMENT.match(line):
-            found.append((int(line.rsplit("-", 1)[1][: -len(".ts")]), discontinuity))
+        elif match := SEGMENT.match(line):
+            found.append((int(match[1].rsplit("-", 1)[1][: -len(".ts")]), discontinuity))
             discontinuity = False
     return found
 

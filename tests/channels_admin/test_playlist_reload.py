@@ -163,6 +163,26 @@ def test_failed_download_changes_nothing(playlist_file, settings, served, status
     assert [p.name for p in playlist_file.path.parent.iterdir()] == ["playlist.m3u"]
 
 
+def test_a_playlist_on_an_address_the_server_may_not_fetch_is_refused(
+    playlist_file, settings, served
+):
+    # given the default: the server's own machine (loopback here) is not fetched
+    playlist_file(THREE)
+    playlist_reload()
+    served["/list.m3u"] = (200, THREE.encode())
+    settings.CHANNELS_PLAYLIST_URL = url_of(served, "/list.m3u")
+    settings.CHANNELS_UPSTREAM_ALLOW = ()
+
+    with pytest.raises(PlaylistReloadError) as error:
+        playlist_reload()
+
+    assert str(error.value) == (
+        f"download of {settings.CHANNELS_PLAYLIST_URL} refused: its address is not one the "
+        "server may fetch (CHANNELS_UPSTREAM_DENY)"
+    )
+    assert Playlist.objects.get().version == 1
+
+
 def test_unreachable_url_changes_nothing(playlist_file, settings):
     playlist_file(THREE)
     playlist_reload()

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from django.utils import timezone
 
+from channels_admin.models import StreamState
 from channels_admin.runtime import StreamRuntime, SwitchOutcome
 from channels_admin.streaming.hub_events import HubEvent, HubReport
 from channels_admin.streaming.sources import Upstream
@@ -91,3 +93,39 @@ async def test_a_first_picture_another_process_announces_ends_the_wait(origin, r
 
     # then the switch plays
     assert await waiting is SwitchOutcome.PLAYS
+
+
+async def test_a_switch_the_hub_resumed_as_it_was_built_keeps_its_connection(origin, runtime):
+    # given a switch recorded (as the switch service records it before it tells the runtime)
+    # and the process's hub built meanwhile, which resumed it (a viewer came first)
+    runtime, _ = runtime
+    url = origin.url("/a.ts")
+    started = timezone.now()
+    await StreamState.objects.acreate(
+        pk=StreamState.SINGLETON_PK,
+        channel_id="a",
+        channel_name="A",
+        live=True,
+        sources=[{"url": url, "headers": {}}],
+        switch_started_at=started,
+    )
+    hub = await runtime.hub()
+    await wait_for_connections(origin, "/a.ts", 1)
+
+    # when the runtime is told of that switch
+    await runtime.switch([Upstream(url)], started.isoformat())
+    outcome = await runtime.switch_outcome(started.isoformat(), within=10)
+
+    # then it plays on the connection it has: within a second (a new connection to the origin
+    # on loopback takes milliseconds) the upstream still saw one, open
+    await asyncio.sleep(1)
+    assert (outcome, hub.generation) == (SwitchOutcome.PLAYS, started.isoformat())
+    assert [connection.closed for connection in origin.connections] == [None]
+
+
+async def wait_for_connections(origin: MediaUpstream, path: str, count: int) -> None:
+    for _ in range(200):
+        if len([c for c in origin.connections if c.path == path]) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{path}: fewer than {count} connections within 10 s")

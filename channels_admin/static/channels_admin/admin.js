@@ -3,7 +3,13 @@
 // After a switch, the message under the toolbar follows the switch's own sentence in the
 // status ("Switching to X…", then how it went), polled twice a second until the outcome;
 // the status line says which source plays, the failovers and the last failure.
+//
+// The private viewing panel turns the stream private or open, makes viewer links (showing the
+// new link's URL once: only its hash is kept) and revokes them; the status's `links` give each
+// link's viewers on every poll.
 
+import { api, Unreachable } from "./api.js";
+import { nextWords, nowAndNext, nowWords, progressAt } from "./guide.js";
 import { showState } from "./state.js";
 
 const SEARCH_DELAY_MS = 200;
@@ -20,30 +26,7 @@ let searchTimer = null;
 // and whether it says that the status cannot be read (until it can again).
 let followingSwitch = true;
 let statusFailed = false;
-
-function csrfToken() {
-  const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
-}
-
-class Unreachable extends Error {}
-
-async function api(path, options = {}) {
-  let response;
-  try {
-    response = await fetch(path, {
-      ...options,
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-      credentials: "same-origin",
-    });
-  } catch (error) {
-    console.warn(`admin: ${path}:`, error);
-    throw new Unreachable("The server cannot be reached.");
-  }
-  const body = await response.text();
-  if (!response.ok) throw new Error(body || `HTTP ${response.status}`);
-  return JSON.parse(body);
-}
+let guideVersion; // the guide the rows show (its version), once the status said
 
 function show(text, isError = false) {
   message.textContent = text;
@@ -93,13 +76,52 @@ function channelRow(channel) {
   play.textContent = "Play";
   play.className = "primary";
   play.addEventListener("click", () => select(channel));
-  const cells = [logo, channel.name, channel.id, channel.group, play].map((content) => {
+  const cells = [logo, channel.name, channel.id, channel.group, guideCell(channel), play].map((content) => {
     const cell = document.createElement("td");
     cell.append(content);
     return cell;
   });
   row.append(...cells);
   return row;
+}
+
+// The programme on now (times, title, a bar of its progress) and the next, or nothing.
+function guideCell(channel) {
+  const cell = document.createElement("div");
+  cell.className = "guide-cell";
+  const { now, next } = nowAndNext(channel);
+  if (now) {
+    const title = document.createElement("div");
+    title.className = "guide-now";
+    title.textContent = nowWords(now);
+    const bar = document.createElement("progress");
+    bar.max = 1;
+    bar.value = progressAt(now);
+    cell.append(title, bar);
+  }
+  if (next) {
+    const after = document.createElement("div");
+    after.className = "guide-next muted";
+    after.textContent = nextWords(next);
+    cell.append(after);
+  }
+  return cell;
+}
+
+// How the guide is: what it holds and when it was refreshed, and why the last refresh failed
+// (the last good guide is shown meanwhile).
+function guideWords(guide) {
+  if (!guide) return "";
+  const held = guide.version
+    ? `Guide: ${plural(guide.programmes, "programme")} of ${plural(guide.channels, "channel")}, ` +
+      `refreshed ${clock(guide.refreshed_at)}`
+    : "Guide: none yet";
+  const leftOut = guide.left_out ? ` (${guide.left_out} over the bounds left out)` : "";
+  const failed = guide.last_error
+    ? ` · the refresh at ${clock(guide.last_error_at)} failed: ${guide.last_error}` +
+      (guide.version ? " (the last good guide is kept)" : "")
+    : "";
+  return held + leftOut + failed;
 }
 
 async function select(channel) {
@@ -122,6 +144,82 @@ async function select(channel) {
   }
   await loadChannels().catch((error) => say(error.message, true));
 }
+
+function linkRow(link) {
+  const row = document.createElement("tr");
+  row.dataset.link = link.id;
+  const state = link.revoked_at ? "revoked" : link.active ? "active" : "expired";
+  const revoke = document.createElement("button");
+  revoke.type = "button";
+  revoke.textContent = "Revoke";
+  revoke.disabled = Boolean(link.revoked_at);
+  revoke.addEventListener("click", () => revokeLink(link));
+  const cells = [
+    link.name,
+    link.expires_at ? new Date(link.expires_at).toLocaleString() : "never",
+    link.max_viewers ?? "no cap",
+    String(link.viewers),
+    state,
+    revoke,
+  ].map((content) => {
+    const cell = document.createElement("td");
+    cell.append(content);
+    return cell;
+  });
+  cells[3].className = "link-viewers";
+  cells[4].className = "link-state";
+  row.append(...cells);
+  return row;
+}
+
+function showLinks(status) {
+  document.getElementById("private").checked = status.private;
+  document.getElementById("links").replaceChildren(...status.links.map(linkRow));
+}
+
+async function revokeLink(link) {
+  try {
+    await api(`/api/admin/links/${link.id}/revoke`, { method: "POST" });
+    say(`Link "${link.name}" revoked: its viewers are cut off.`);
+    await refreshStatus();
+  } catch (error) {
+    say(error.message, true);
+  }
+}
+
+document.getElementById("private").addEventListener("change", async (event) => {
+  const private_ = event.target.checked;
+  try {
+    await api("/api/admin/private", { method: "POST", body: JSON.stringify({ private: private_ }) });
+    say(private_ ? "The stream is private: viewers need a link." : "The stream is open to all.");
+    await refreshStatus();
+  } catch (error) {
+    event.target.checked = !private_;
+    say(error.message, true);
+  }
+});
+
+document.getElementById("link-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const expires = document.getElementById("link-expires").value;
+  const cap = document.getElementById("link-cap").value;
+  try {
+    const made = await api("/api/admin/links", {
+      method: "POST",
+      body: JSON.stringify({
+        name: document.getElementById("link-name").value,
+        expires_at: expires ? new Date(expires).toISOString() : null,
+        max_viewers: cap ? Number(cap) : null,
+      }),
+    });
+    document.getElementById("link-url").value = made.url;
+    document.getElementById("link-made").hidden = false;
+    document.getElementById("link-form").reset();
+    await refreshStatus();
+  } catch (error) {
+    say(error.message, true);
+  }
+});
 
 function plural(count, noun) {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;
@@ -177,6 +275,16 @@ async function refreshStatus() {
     .filter(Boolean)
     .join(" · ");
   showState(document.getElementById("state"), current);
+  const guideState = document.getElementById("guide-state");
+  guideState.textContent = guideWords(current.guide);
+  guideState.className = current.guide?.last_error ? "message error" : "muted";
+  if (current.guide?.version !== guideVersion) {
+    // a refresh brought another guide: the rows' now and next are drawn again
+    const first = guideVersion === undefined;
+    guideVersion = current.guide?.version;
+    if (!first) loadChannels().catch((error) => say(error.message, true));
+  }
+  showLinks(current);
   for (const row of rows.children) {
     row.classList.toggle("active", row.dataset.url === current.current_stream_url);
   }
@@ -197,6 +305,21 @@ document.getElementById("reload").addEventListener("click", async (event) => {
     await Promise.all([loadGroups(), loadChannels(), refreshStatus()]);
   } catch (error) {
     say(error.message, true);
+  } finally {
+    event.target.disabled = false;
+  }
+});
+
+document.getElementById("guide-refresh").addEventListener("click", async (event) => {
+  event.target.disabled = true;
+  say("Refreshing the guide…");
+  try {
+    const answer = await api("/api/admin/guide/refresh", { method: "POST" });
+    say(`Guide refreshed: ${plural(answer.programmes, "programme")} of ${plural(answer.channels, "channel")}.`);
+    await refreshStatus();
+  } catch (error) {
+    say(error.message, true);
+    await refreshStatus().catch(() => {});
   } finally {
     event.target.disabled = false;
   }
