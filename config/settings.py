@@ -7,9 +7,13 @@ secret key under ``var/``, and the in-memory channel layer. ``DATABASE_URL`` and
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
 import os
+import re
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -208,9 +212,10 @@ SERVER_BODY_MIN_RATE = env_int("SERVER_BODY_MIN_RATE", 1024, minimum=0)
 # Bodies refused at their head are still read and dropped (so that the client reads the answer),
 # all of them together at most this many MB a second (edge/body_limit.py).
 SERVER_REFUSED_DRAIN_MB = env_int("SERVER_REFUSED_DRAIN_MB", 16, minimum=1)
-# Uploads: refused while arriving past this size; videos cut to this many seconds.
-MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 70, minimum=1) * 1024 * 1024
-MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 10, minimum=1)
+# Uploads: refused while arriving past this size; videos cut to this many seconds. An hour of
+# ordinary 854x480 H.264 (1 to 2 Mbit/s) is 450 to 900 MB.
+MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_MB", 1024, minimum=1) * 1024 * 1024
+MAX_UPLOAD_DURATION_SEC = env_int("MAX_UPLOAD_DURATION_SEC", 3600, minimum=1)
 # Annotation files (uploadAnnotations, the import and the exports): refused past this size before
 # they are parsed (segmentation/annotation_json.py). 10 s of video at 24 fps with 20 objects, at
 # about 1.5 KB of RLE per mask (a 1280-pixel-wide shape), is 7.2 MB.
@@ -222,12 +227,27 @@ MAX_ANNOTATIONS_BYTES = env_int("MAX_ANNOTATIONS_MB", 8, minimum=1) * 1024 * 102
 MAX_UPLOAD_PIXELS = env_int("MAX_UPLOAD_PIXELS", 4096 * 2160, minimum=1)
 MAX_UPLOAD_PIXEL_RATE = env_int("MAX_UPLOAD_PIXEL_RATE", 4096 * 2160 * 60, minimum=1)
 # Uploads decoded at once (segmentation/services/transcode_slots.py), how many more may wait (in
-# the order they came), and for how long; past either, SERVER_BUSY.
+# the order they came), and for how long; past either, SERVER_BUSY. A gallery upload is prepared
+# in the background (segmentation/services/preparations.py): as many at once, in processes of
+# their own, with as many more waiting; past them, or past UPLOADS_PER_CLIENT unfinished ones of
+# one client, SERVER_BUSY.
 MAX_PARALLEL_TRANSCODES = env_int(
     "MAX_PARALLEL_TRANSCODES", max(1, (os.cpu_count() or 2) // 2), minimum=1
 )
 MAX_QUEUED_TRANSCODES = env_int("MAX_QUEUED_TRANSCODES", 8, minimum=0)
 TRANSCODE_WAIT_SEC = env_int("TRANSCODE_WAIT_SEC", 120, minimum=1)
+UPLOADS_PER_CLIENT = env_int("UPLOADS_PER_CLIENT", 2, minimum=1)
+# A preparation's process may take at most this much memory (its address space); past it, the
+# preparation fails. Its server says every few seconds that it still holds it; one that has not
+# for this many seconds (it was restarted, or died) is taken up again, by it or another.
+PREPARATION_MEMORY_MB = env_int("PREPARATION_MEMORY_MB", 1536, minimum=256)
+PREPARATION_LEASE_SEC = env_int("PREPARATION_LEASE_SEC", 15, minimum=1)
+# A propagation job whose process has been silent this long (restarted, crashed, killed) is taken
+# up by the next process that runs sessions; each says every third of it that its jobs still run.
+PROPAGATION_JOB_LEASE_SEC = env_int("PROPAGATION_JOB_LEASE_SEC", 15, minimum=1)
+# A job keeps what its engine carries to the next frame this often (in frames), so that one taken
+# up computes at most this many frames again.
+PROPAGATION_JOB_CARRY_FRAMES = env_int("PROPAGATION_JOB_CARRY_FRAMES", 240, minimum=1)
 # Exports converted at once, each in a process of its own (segmentation/services/exports.py), and
 # how many more may wait their turn; past them, SERVER_BUSY.
 EXPORT_PROCESSES = env_int("EXPORT_PROCESSES", max(1, (os.cpu_count() or 2) // 2), minimum=1)
@@ -298,6 +318,22 @@ CHANNELS_PLAYLIST_TIMEOUT_SEC = env_int("CHANNELS_PLAYLIST_TIMEOUT_SEC", 30, min
 # too (group "Demo"), so that one channel is always known to work.
 CHANNELS_DEMO = env_bool("CHANNELS_DEMO", True)
 CHANNELS_ADMIN_TOKEN = env_str("CHANNELS_ADMIN_TOKEN", "")
+# Private viewer links that admit viewers (not revoked) at most: each costs the access rule a
+# row that every process reads at each change.
+CHANNELS_MAX_VIEWER_LINKS = env_int("CHANNELS_MAX_VIEWER_LINKS", 1000, minimum=1)
+# The secret of the HLS segment URIs' signatures (channels_admin/streaming/segment_signature.py),
+# which nginx checks too (docs/deploy.md): set it to give nginx the same. By default derived
+# from SECRET_KEY, apart from its other uses. Put in nginx's config as it is, so of characters
+# that need no quoting there.
+CHANNELS_SEGMENT_SECRET = (
+    env_str("CHANNELS_SEGMENT_SECRET", "")
+    or hmac.new(SECRET_KEY.encode(), b"channels-hls-segment-links", hashlib.sha256).hexdigest()
+)
+if not re.fullmatch(r"[A-Za-z0-9_-]{32,128}", CHANNELS_SEGMENT_SECRET):
+    raise ImproperlyConfigured(
+        "CHANNELS_SEGMENT_SECRET must be 32 to 128 of A-Z a-z 0-9 _ - (such as the output of "
+        "python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+    )
 # Addresses the hub never opens an upstream connection to (channels_admin/streaming/
 # upstream_addresses.py), networks or single addresses: loopback by default; this machine's own
 # addresses and 0.0.0.0 are refused besides. CHANNELS_UPSTREAM_ALLOW names networks fetched all
@@ -322,6 +358,16 @@ CHANNELS_SLATE = env_bool("CHANNELS_SLATE", True)
 # A switch whose channel shows no picture within this many seconds goes back to the channel
 # that played before it.
 CHANNELS_SWITCH_TIMEOUT_SEC = env_int("CHANNELS_SWITCH_TIMEOUT_SEC", 10, minimum=1)
+# A source whose picture stays frozen, or black, this many seconds has failed: the hub fails
+# over (channels_admin/streaming/picture_watch.py); 0 turns the check off. It decodes one key
+# frame every CHANNELS_PICTURE_CHECK_SEC to tell.
+CHANNELS_FROZEN_SEC = env_int("CHANNELS_FROZEN_SEC", 20, minimum=0)
+CHANNELS_BLACK_SEC = env_int("CHANNELS_BLACK_SEC", 10, minimum=0)
+CHANNELS_PICTURE_CHECK_SEC = env_int("CHANNELS_PICTURE_CHECK_SEC", 1, minimum=1)
+# A source whose sound stays silent this many seconds has failed too
+# (channels_admin/streaming/audio_watch.py). Off (0) by default: a quiet programme is not a
+# failure, so when on it must be long (30 s or more).
+CHANNELS_SILENT_SEC = env_int("CHANNELS_SILENT_SEC", 0, minimum=0)
 # With REDIS_URL, several server processes share one upstream connection
 # (channels_admin/streaming/relay.py): the owner's Redis key expires this long after its process
 # dies, and another takes over.
@@ -341,6 +387,38 @@ CHANNELS_STALLED_VIEWER_SEC = env_int("CHANNELS_STALLED_VIEWER_SEC", 60, minimum
 # Demo channel streams (/tv/demo/<n>.ts) one client may hold at once, of the 4 a process runs:
 # the hub's own request for a demo channel must find one free.
 CHANNELS_DEMO_STREAMS_PER_CLIENT = env_int("CHANNELS_DEMO_STREAMS_PER_CLIENT", 2, minimum=1)
+# The programme guide (XMLTV; channels_admin/services/guide.py): fetched from these URLs (set
+# by hand, comma-separated) and then from the playlist's url-tvg ones, every REFRESH_SEC (0: only
+# when asked), each download and its XML (after gzip) at most MAX_MB, in at most TIMEOUT_SEC.
+CHANNELS_GUIDE_URLS = env_list("CHANNELS_GUIDE_URL", [])
+CHANNELS_GUIDE_REFRESH_SEC = env_int("CHANNELS_GUIDE_REFRESH_SEC", 6 * 3600, minimum=0)
+CHANNELS_GUIDE_MAX_BYTES = env_int("CHANNELS_GUIDE_MAX_MB", 300, minimum=1) * 1024 * 1024
+CHANNELS_GUIDE_TIMEOUT_SEC = env_int("CHANNELS_GUIDE_TIMEOUT_SEC", 120, minimum=1)
+# What a guide may put in the database: past these, the rest is left out (and said so).
+CHANNELS_GUIDE_MAX_CHANNELS = env_int("CHANNELS_GUIDE_MAX_CHANNELS", 50_000, minimum=1)
+CHANNELS_GUIDE_MAX_PROGRAMMES = env_int("CHANNELS_GUIDE_MAX_PROGRAMMES", 2_000_000, minimum=1)
+# Programmes that ended longer ago than this are not kept.
+CHANNELS_GUIDE_KEEP_PAST_HOURS = env_int("CHANNELS_GUIDE_KEEP_PAST_HOURS", 6, minimum=0)
+# The schedule (channels_admin/services/schedule_runner.py): the time zone of its weekly times.
+CHANNELS_SCHEDULE_TZ = env_str("CHANNELS_SCHEDULE_TZ", "") or TIME_ZONE
+try:
+    ZoneInfo(CHANNELS_SCHEDULE_TZ)
+except (ValueError, ZoneInfoNotFoundError):
+    raise ImproperlyConfigured(
+        f"CHANNELS_SCHEDULE_TZ must be a time zone such as Europe/Berlin, got "
+        f"{CHANNELS_SCHEDULE_TZ!r}"
+    ) from None
+# Entries the schedule holds at most (each is computed at every look of the runner).
+CHANNELS_SCHEDULE_MAX_ENTRIES = env_int("CHANNELS_SCHEDULE_MAX_ENTRIES", 200, minimum=1)
+# A switch made later than this was missed (the server was down): its entry says whether it is
+# taken up or skipped.
+CHANNELS_SCHEDULE_MISSED_SEC = env_int("CHANNELS_SCHEDULE_MISSED_SEC", 30, minimum=1)
+# A missed switch whose slot has no end is taken up for this long at most.
+CHANNELS_SCHEDULE_GRACE_SEC = env_int("CHANNELS_SCHEDULE_GRACE_SEC", 3600, minimum=1)
+# With REDIS_URL, one process runs the schedule: the holder of the Redis key
+# <CHANNELS_SCHEDULE_PREFIX>:runner, which outlives a dead holder by CHANNELS_SCHEDULE_LOCK_SEC.
+CHANNELS_SCHEDULE_PREFIX = env_str("CHANNELS_SCHEDULE_PREFIX", "channels-schedule")
+CHANNELS_SCHEDULE_LOCK_SEC = env_int("CHANNELS_SCHEDULE_LOCK_SEC", 6, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 import time
 from typing import Any
@@ -109,16 +110,29 @@ class PacedStreams:
     """ASGI middleware: the response body of a request to one of ``paths`` is sent a part at
     a time, each once the client's socket has room (a :class:`WriteGate`), instead of being
     buffered whole for a client that reads slowly. A view that computes its parts as they are
-    asked for, as ``/propagate_in_video`` does, then runs at its client's pace: in this process
+    asked for, as ``/propagate_in_video`` and the streamed exports do, then runs at its
+    client's pace: in this process
     the engine waits, and with inference workers the stream's credits stop its worker."""
 
-    def __init__(self, app: Any, paths: frozenset[str], **buffers: int) -> None:
+    def __init__(
+        self,
+        app: Any,
+        paths: frozenset[str],
+        path_pattern: re.Pattern[str] | None = None,
+        **buffers: int,
+    ) -> None:
         self._app = app
         self._paths = paths
+        self._path_pattern = path_pattern  # more paths, by a pattern they match in full
         self._buffers = buffers
 
+    def _paced(self, path: str) -> bool:
+        if path in self._paths:
+            return True
+        return self._path_pattern is not None and self._path_pattern.fullmatch(path) is not None
+
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] not in self._paths:
+        if scope["type"] != "http" or not self._paced(scope["path"]):
             await self._app(scope, receive, send)
             return
         gate: WriteGate | None = None

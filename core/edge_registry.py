@@ -6,6 +6,9 @@
 - health fields: what ``/healthz`` reports besides its status and version (the engine, what
   answers, and why it was chosen);
 - shutdown hooks: what the server awaits before it stops (the channel hub's connections);
+- background tasks: what the server runs for as long as it serves, started once it runs and
+  cancelled as it stops, before the shutdown hooks (the programme guide's refresh, the channel
+  schedule's runner);
 - start-up work (:class:`StartupPhase`): what the ASGI application does once as it is built,
   before it serves (the playlist a fresh database lacks, the engine);
 - ASGI routes: the URL module of an app's consumers, routed before Django (the channel admin's
@@ -28,6 +31,7 @@ from typing import Any
 
 HealthFields = Callable[[], Mapping[str, Any]]
 ShutdownHook = Callable[[], Awaitable[None]]
+BackgroundTask = Callable[[], Awaitable[None]]
 StartupWork = Callable[[], None]
 
 
@@ -74,6 +78,7 @@ FREE = GraphQLCost(cost=lambda *_: 0, uploads=lambda *_: False)
 _graphql_cost: GraphQLCost = FREE
 _health_fields: dict[str, HealthFields] = {}
 _shutdown_hooks: dict[str, ShutdownHook] = {}
+_background_tasks: dict[tuple[str, str], BackgroundTask] = {}
 _startup_work: dict[tuple[StartupPhase, str], StartupWork] = {}
 _asgi_routes: dict[str, str] = {}
 _graphql_parts: dict[str, GraphQLPart] = {}
@@ -105,6 +110,17 @@ def shutdown_hook_register(*, app: str, hook: ShutdownHook) -> None:
 
 def shutdown_hooks() -> list[ShutdownHook]:
     return list(_shutdown_hooks.values())
+
+
+def background_task_register(*, app: str, task: BackgroundTask) -> None:
+    """``task()`` runs on the server's event loop from its start until it is cancelled as the
+    server stops (not in ``manage.py`` commands or tests that build no server); an app may
+    register several, each once."""
+    _background_tasks[app, task.__qualname__] = task
+
+
+def background_tasks() -> list[BackgroundTask]:
+    return list(_background_tasks.values())
 
 
 def startup_work_register(*, app: str, phase: StartupPhase, work: StartupWork) -> None:

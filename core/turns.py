@@ -7,9 +7,10 @@ event loop a small share of the cores, and every other request waited with it (i
 uploads' decoding takes its turns here too (``segmentation/services/transcode_slots.py``).
 
 A waiter holds its thread (the request's own) while it waits, and nothing else; the line's
-bound bounds those threads and the wait. A caller may bound its own wait as well (``wait``):
-one that gives up leaves the line, and one given the turn just as it gave up passes the turn on
-to the next, so that no turn is lost to the race.
+bound bounds those threads and the wait. A caller may bound its own wait as well (``wait``), or
+be told to stop waiting (``stop``: its client cancelled): one that gives up leaves the line,
+and one given the turn just as it gave up passes the turn on to the next, so that no turn is
+lost to the race.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+
+from core.threads import Stopped
+
+STOP_POLL_SEC = 0.1  # how often a waiter that may be stopped looks at its flag
 
 
 class NoTurn(Exception):
@@ -66,10 +71,13 @@ class Turns:
             return len(self._line)
 
     @contextlib.contextmanager
-    def turn(self, *, wait: float | None = None) -> Iterator[float]:
+    def turn(
+        self, *, wait: float | None = None, stop: threading.Event | None = None
+    ) -> Iterator[float]:
         """A turn for the duration; yields the seconds it waited for it. :class:`NoTurn`, at
         once, when ``parallel`` are held and ``queued`` wait; :class:`TurnTimedOut` when no
-        turn came within ``wait`` seconds (``None``: wait for it however long)."""
+        turn came within ``wait`` seconds (``None``: wait for it however long);
+        :class:`core.threads.Stopped` once ``stop`` is set while it waits."""
         asked = self._clock()
         with self._guard:
             if self._holding < self.parallel and not self._line:
@@ -81,13 +89,15 @@ class Turns:
             else:
                 raise NoTurn(self._retry_after())
         # set by the holder that gives its turn to this waiter
-        if ticket is not None and not ticket.wait(wait):
+        if ticket is not None and not self._given(ticket, wait=wait, stop=stop):
             with self._guard:
                 if ticket.is_set():  # handed the turn as the wait ran out: the next one's now
                     self._pass_on()
                 else:
                     self._line.remove(ticket)
                 retry_after = self._retry_after()
+            if stop is not None and stop.is_set():
+                raise Stopped
             raise TurnTimedOut(retry_after, wait=wait)
         began = self._clock()
         try:
@@ -96,6 +106,23 @@ class Turns:
             with self._guard:
                 self._last_held = self._clock() - began
                 self._pass_on()
+
+    def _given(
+        self, ticket: threading.Event, *, wait: float | None, stop: threading.Event | None
+    ) -> bool:
+        """Whether ``ticket`` is given its turn within ``wait`` seconds, and before ``stop``."""
+        if stop is None:
+            return ticket.wait(wait)
+        deadline = None if wait is None else self._clock() + wait
+        while not stop.is_set():
+            left = (
+                STOP_POLL_SEC if deadline is None else min(STOP_POLL_SEC, deadline - self._clock())
+            )
+            if left <= 0:
+                return ticket.is_set()
+            if ticket.wait(left):
+                return True
+        return False
 
     def _pass_on(self) -> None:
         """A turn given up (the guard held): to the first waiter, as many held; else one fewer

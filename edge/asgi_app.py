@@ -34,9 +34,13 @@ def http_application_wrap(django_application: App) -> App:
                 RequestBodyLimit(
                     StaticFiles(django_application) if settings.SERVE_STATIC else django_application
                 ),
-                # computed as it is read: a slow client slows its propagation, not the server's
-                # memory
+                # computed as it is read: a slow client slows its propagation or its export,
+                # not the server's memory
                 frozenset({"/propagate_in_video"}),
+                # a session's exports streamed from its stored work (and its annotation file)
+                path_pattern=re.compile(
+                    r"/annotations/[^/]+(?:\.json|/(?:masks\.zip|coco\.json|yolo\.zip))"
+                ),
             ),
             paths=frozenset(
                 {

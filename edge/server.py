@@ -35,7 +35,9 @@ says so in its log: the channel admin API then answers only staff logins from el
 When the server is asked to stop (SIGTERM, SIGINT), the channel hub is closed before the event
 loop ends: its upstream connection is hung up and, with several processes, its relay keys are
 given back, so another process takes the upstream over within a third of the key's expiry (its
-next look at the key) rather than when the key runs out.
+next look at the key) rather than when the key runs out. The apps' background tasks (the
+channel schedule's runner), started once the server runs, are cancelled before that, so that the
+runner gives its Redis lease back too.
 
 Run it as daphne, with daphne's options: ``python -m edge.server -b HOST -p PORT
 config.asgi:application``.
@@ -60,7 +62,7 @@ from django.conf import settings
 from twisted.internet import defer, reactor
 from twisted.web import http
 
-from core.edge_registry import shutdown_hooks
+from core.edge_registry import background_tasks, shutdown_hooks
 from core.malloc import malloc_arenas_limit
 from edge.body_limit import DrainPace, body_cap, body_refusal
 from edge.websocket_admission import (
@@ -488,10 +490,34 @@ class CappedHTTPFactory(HTTPFactory):
         return protocol
 
 
+_running_tasks: list[asyncio.Task[None]] = []
+BACKGROUND_STOP_SEC = 2.0  # the most the apps' background tasks may take to end at shutdown
+
+
+def _apps_background_start() -> None:
+    """The apps' background tasks (core/edge_registry.py: the channel schedule's runner), each
+    on the event loop until the server stops; one that fails is logged."""
+    for task in background_tasks():
+        running = asyncio.ensure_future(task())
+        running.add_done_callback(_background_ended)
+        _running_tasks.append(running)
+
+
+def _background_ended(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a background task failed", exc_info=task.exception())
+
+
 def _apps_shut_down() -> defer.Deferred:
-    """The apps' shutdown hooks (core/edge_registry.py: the channel hub's), awaited together."""
+    """The apps' background tasks cancelled and ended, then their shutdown hooks
+    (core/edge_registry.py: the channel hub's), awaited together."""
 
     async def hooks_run() -> None:
+        for task in _running_tasks:
+            task.cancel()
+        if _running_tasks:
+            # bounded: one that does not end in time must not keep the hub from closing
+            await asyncio.wait(_running_tasks, timeout=BACKGROUND_STOP_SEC)
         await asyncio.gather(*(hook() for hook in shutdown_hooks()))
 
     closing = asyncio.wait_for(hooks_run(), SHUTDOWN_HOOKS_SEC)
@@ -530,6 +556,7 @@ def main() -> None:
     # (core/malloc.py), rather than one for each thread that an export or import runs in.
     malloc_arenas_limit(arenas=1)
     _warn_of_listening(sys.argv[1:])
+    reactor.callWhenRunning(_apps_background_start)
     reactor.addSystemEventTrigger("before", "shutdown", _apps_shut_down)
     # daphne builds its HTTP factory from this module-level name, and has no other way to be
     # given a request class.

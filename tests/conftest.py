@@ -105,6 +105,16 @@ def loopback_upstreams_allowed() -> None:
     )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def fast_password_hashing() -> None:
+    """The users this test process makes get an MD5 hash, as Django's testing docs advise:
+    PBKDF2's million rounds took 1 to 6 s a user on 2 loaded cores. (The servers the tests
+    start keep the real hashers.)"""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(autouse=True)
 def rate_limits_reset() -> Iterator[None]:
     """Each test's requests in this process count against fresh per-client limits: the test
@@ -148,6 +158,12 @@ def running_server(
         )
     try:
         yield _wait_listening(process, log_path)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        # A failing test shows what the server said (its log is gone with the tmp folder).
+        print(f"--- the end of {log_name} ---", *_tail(log_path), sep="\n", file=sys.stderr)
+        raise
     finally:
         process.terminate()
         try:
@@ -155,6 +171,10 @@ def running_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _tail(path: Path, lines: int = 60) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
 
 
 def server_pid(server: str) -> int:
@@ -303,3 +323,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     session.config.stash[EVALUATIONS].start(session.items)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """SQLite's test database in a file of this worker's, not in memory: in memory (a shared
+    cache) a second thread's write is refused at once ("database table is locked") instead of
+    waiting its turn, and the propagation jobs' threads write beside the test's."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        folder = tmp_path_factory.mktemp("test-database")
+        database.setdefault("TEST", {})["NAME"] = str(folder / "db.sqlite3")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 
 def modules_loaded(*, prefixes: tuple[str, ...]) -> list[str]:
@@ -30,3 +31,17 @@ def niceness() -> int:
 def crash(*, status: int) -> None:
     """End the child at once, as the system's killer would, without an answer."""
     os._exit(status)
+
+
+def doubled(*, items: Iterator[int], times: int) -> Iterator[int]:
+    """Each item times ``times`` (a stream's function)."""
+    for item in items:
+        yield item * times
+
+
+def failing(*, items: Iterator[int], after: int) -> Iterator[int]:
+    """The items, until ``after`` of them have gone; then a failure."""
+    for count, item in enumerate(items):
+        if count == after:
+            raise ValueError(f"failed after {after}")
+        yield item

@@ -14,10 +14,10 @@ from core.edge_registry import (
     shutdown_hooks,
     startup_work,
 )
+from segmentation.apps import _process_start
 from segmentation.graphql.cost import operation_cost, operation_uploads
 from segmentation.graphql.schema import Mutations, Queries
 from segmentation.graphql.types import Video
-from segmentation.services.process_engine import engine_start
 from segmentation.views.annotation_posts import ANNOTATIONS_BODY_CAP
 
 
@@ -51,7 +51,7 @@ def test_the_segmentation_app_registered_its_part_of_the_schema():
 def test_the_playlist_is_loaded_at_start_before_the_engine():
     # the DATABASE phase (channels_admin's) before the PROCESS phase (segmentation's), though
     # segmentation registers first (INSTALLED_APPS)
-    assert startup_work() == [playlist_ensure_loaded, engine_start]
+    assert startup_work() == [playlist_ensure_loaded, _process_start]
 
 
 def test_the_channel_admin_registered_its_consumers_routes():

@@ -3,6 +3,7 @@ the stop that kills one, the line that refuses, and what a child leaves behind."
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -21,7 +22,7 @@ from segmentation.rle import rle_encode
 from segmentation.services.coco_instances import coco_instances_build
 from segmentation.services.exports import export_build
 from segmentation.video_shape import VideoShape
-from tests.core.process_calls import busy, crash, modules_loaded, niceness
+from tests.core.process_calls import busy, crash, doubled, failing, modules_loaded, niceness
 from tests.timing import until
 
 
@@ -195,3 +196,41 @@ def zombie(pid: int) -> bool:
         return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_a_stream_yields_what_the_childs_generator_yields_of_the_items_it_is_fed(pool):
+    stop = threading.Event()
+
+    first = list(pool.stream(doubled, stop=stop, items=range(5), times=3))
+    pid = pool.call(os.getpid, stop=stop)
+    second = list(pool.stream(doubled, stop=stop, items=iter([7]), times=1))
+
+    assert (first, second) == ([0, 3, 6, 9, 12], [7])
+    assert pool.call(os.getpid, stop=stop) == pid  # one child served them all
+
+
+def test_a_failing_stream_raises_in_the_caller_and_its_child_is_killed(pool):
+    stop = threading.Event()
+    pid = pool.call(os.getpid, stop=stop)
+    values = pool.stream(failing, stop=stop, items=range(10**9), after=2)
+    assert [next(values), next(values)] == [0, 1]
+
+    with pytest.raises(ValueError, match="failed after 2"):
+        next(values)
+
+    assert gone(pid)
+    assert pool.call(os.getpid, stop=stop) != pid
+
+
+def test_a_stream_whose_stop_is_set_kills_its_child_at_once(pool):
+    stop = threading.Event()
+    pid = pool.call(os.getpid, stop=stop)
+    values = pool.stream(doubled, stop=stop, items=itertools.count(), times=1)
+    assert next(values) == 0
+
+    stop.set()
+
+    with pytest.raises(Stopped):
+        list(values)
+    assert gone(pid)
+    assert pool.turns.holding == 0

@@ -37,7 +37,6 @@ FORM_ERROR = (
 
 @pytest.fixture
 def limits(settings, db):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast
     settings.ADMIN_LOGIN_FAILURES_PER_ADDRESS = Rate(3, 3600)
     settings.ADMIN_LOGIN_FAILURES_PER_USERNAME = Rate(5, 3600)
     User.objects.create_user("admin", password=PASSWORD, is_staff=True)

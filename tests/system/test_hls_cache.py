@@ -14,31 +14,28 @@ import time
 
 import requests
 
-from loopback_fakes.nginx_config import hls_cache_configuration, log_lines, origin_requests
+from channels_admin.streaming.segment_signature import SegmentSigner
+from loopback_fakes.nginx_config import log_lines, origin_requests
 from tests.channels_admin.stream_client import select, status, wait_until
-from tests.conftest import free_port, running_server
-from tests.system.test_deployment_topology import nginx_binary, nginx_started  # noqa: F401
+from tests.system.hls_front import hls_front_started
+from tests.system.test_deployment_topology import nginx_binary  # noqa: F401
 
 CLIENTS = 50
-SEGMENT = re.compile(r"^seg-[0-9a-f]{8}-\d+\.ts$", re.MULTILINE)
+# every playlist's segments are signed (link 0 while the stream is open): nginx checks them
+SEGMENT = re.compile(r"^(seg-[0-9a-f]{8}-\d+\.ts)\?l=0&e=\d+&s=[A-Za-z0-9_-]{22}$", re.MULTILINE)
+SECRET = "test-segment-secret-0123456789abcdefghij"
 
 
 def test_many_hls_clients_cost_the_origin_one_request_per_segment(nginx_binary, tmp_path):  # noqa: F811
-    ports = {"port": free_port(), "origin": free_port()}
-    work = tmp_path / "nginx"
-    work.mkdir()
-    (work / "nginx.conf").write_text(hls_cache_configuration(work, **ports))
-    origin_url = f"http://127.0.0.1:{ports['origin']}"
     with contextlib.ExitStack() as stack:
-        origin = stack.enter_context(
-            running_server(tmp_path, port=ports["origin"], SERVER_URL=origin_url)
-        )
-        front = nginx_started(stack, nginx_binary, work, ports["port"])
+        started = hls_front_started(stack, nginx_binary, tmp_path, segment_secret=SECRET)
+        front, origin, work = started.front, started.origin, started.work
         select(origin, "demo.1")
 
         def newest(server: str = front) -> str:
-            names = SEGMENT.findall(requests.get(f"{server}/hls/live.m3u8", timeout=5).text)
-            return names[-1] if names else ""
+            text = requests.get(f"{server}/hls/live.m3u8", timeout=5).text
+            uris = [line for line in text.splitlines() if SEGMENT.match(line)]
+            return uris[-1] if uris else ""
 
         wait_until(newest, timeout=15, what="a first segment")
         seen = newest()
@@ -49,9 +46,9 @@ def test_many_hls_clients_cost_the_origin_one_request_per_segment(nginx_binary, 
         def client(_: int) -> tuple[str, int, bytes]:
             start.wait()  # all at once, as players that loaded the same playlist would
             playlist = requests.get(f"{front}/hls/live.m3u8", timeout=10)
-            name = SEGMENT.findall(playlist.text)[-1]
-            segment = requests.get(f"{front}/hls/{name}", timeout=10)
-            return name, segment.status_code, segment.content
+            uri = [line for line in playlist.text.splitlines() if SEGMENT.match(line)][-1]
+            segment = requests.get(f"{front}/hls/{uri}", timeout=10)
+            return uri.split("?")[0], segment.status_code, segment.content
 
         began = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
@@ -61,16 +58,18 @@ def test_many_hls_clients_cost_the_origin_one_request_per_segment(nginx_binary, 
         # once the clients' segment is no longer the newest, it is one of those whose clients
         # the origin counts as HLS viewers
         names = {name for name, _, _ in answers}
-        wait_until(lambda: newest(origin) not in names, what="the next segment")
+        wait_until(lambda: newest(origin).split("?")[0] not in names, what="the next segment")
         hls_viewers = status(origin)["hls_viewers"]
 
     assert {code for _, code, _ in answers} == {200}
     # a segment that came out during the burst may be some clients' newest: one or two names
     assert len(names) in (1, 2)
     assert len({content for _, _, content in answers}) == len(names)
-    assert {uri: counts[uri] for uri in counts if uri.startswith("/hls/seg-")} == {
-        f"/hls/{name}": 1 for name in names
-    }
+    per_segment = collections.Counter()
+    for uri, count in counts.items():
+        if uri.startswith("/hls/seg-"):
+            per_segment[uri.split("?")[0]] += count
+    assert per_segment == {f"/hls/{name}": 1 for name in names}
     # the playlist: once when the burst found it expired, then at most once a second
     assert counts["/hls/live.m3u8"] <= 1 + seconds
     assert hls_viewers == 1  # the origin saw one client: the cache
@@ -82,15 +81,15 @@ MISSING_REQUESTS = 500
 def test_missing_segments_and_other_names_cost_the_origin_little(nginx_binary, tmp_path):  # noqa: F811
     # Before, nginx kept no 404 (the origin's are no-store): 2,000 random segment names all
     # reached the origin. Nothing need play: the origin answers 404 for a name it never cut.
-    ports = {"port": free_port(), "origin": free_port()}
-    work = tmp_path / "nginx"
-    work.mkdir()
-    (work / "nginx.conf").write_text(hls_cache_configuration(work, **ports))
-    missing = "/hls/seg-0badf00d-7.ts"
+    # signed, as nginx wants: the origin answers the 404
+    name = "seg-0badf00d-7.ts"
+    missing = (
+        f"/hls/{name}?{SegmentSigner(secret=SECRET).query(name, link=0, now=time.time(), ttl=60)}"
+    )
     others = [f"/hls/{n}.ts" for n in range(MISSING_REQUESTS // 5)] + ["/hls/live.ts"]
     with contextlib.ExitStack() as stack:
-        stack.enter_context(running_server(tmp_path, port=ports["origin"]))
-        front = nginx_started(stack, nginx_binary, work, ports["port"])
+        started = hls_front_started(stack, nginx_binary, tmp_path, segment_secret=SECRET)
+        front, work = started.front, started.work
         mark = len(log_lines(work))
 
         def get(path: str) -> int:
