@@ -41,9 +41,10 @@ AT_ONCE = REFUSALS_HELD_PER_CLIENT
 REFUSALS_SEC = 3.0
 HONEST_CONNECTS = 10
 HONEST_PAUSE_SEC = 0.1
-# A bound, not a measure: a refusal costs this server about 0.5 ms of CPU here (a connection
-# admitted, its status sent and closed for its budget, over 10 ms); the suite's workers share
-# the cores.
+# A bound, not a measure: with no other address connecting, a refusal costs this server about
+# 0.7 ms of CPU here (Intel Xeon, 2 cores; a connection admitted, its status sent and closed, 5
+# ms); the suite's workers share the cores. The other addresses connect after the measured
+# window, beside the same attack: their own CPU varies more than a refusal costs.
 REFUSAL_CPU_SEC = 0.003
 SLACK_SEC = 0.05  # as tests/channels_admin/test_status_flood.py's
 
@@ -153,26 +154,35 @@ async def refused_again_and_again(server: str, until: float) -> list[tuple[int, 
     return answers
 
 
-def attack(server: str) -> dict:
+def attack(server: str, alone_over) -> dict:
     """The attacker, in a process of its own: connections one after the other until the first
-    refused (its burst), then AT_ONCE upgrades at a time for REFUSALS_SEC, with the server's
-    CPU-seconds over these."""
+    refused (its burst), then AT_ONCE upgrades at a time for REFUSALS_SEC alone, with the
+    server's CPU-seconds over these, and then (``alone_over`` set) as long again beside the
+    other addresses."""
     pid = server_pid(server)
     burst = []
     while not burst or burst[-1][0] == 101:
         burst.append(attack_once(server))
 
-    async def at_once() -> list[tuple[int, float]]:
-        until = time.monotonic() + REFUSALS_SEC
+    async def at_once(seconds: float) -> list[tuple[int, float]]:
+        until = time.monotonic() + seconds
         runs = await asyncio.gather(
             *(refused_again_and_again(server, until) for _ in range(AT_ONCE))
         )
         return [answer for run in runs for answer in run]
 
     cpu_before, started = cpu_seconds(pid), time.monotonic()
-    refusals = asyncio.run(at_once())
+    alone = asyncio.run(at_once(REFUSALS_SEC))
     cpu, ended = cpu_seconds(pid) - cpu_before, time.monotonic()
-    return {"burst": burst, "refusals": refusals, "cpu": cpu, "between": (started, ended)}
+    alone_over.set()
+    beside = asyncio.run(at_once(REFUSALS_SEC))
+    return {
+        "burst": burst,
+        "alone": alone,
+        "beside": beside,
+        "cpu": cpu,
+        "seconds": ended - started,
+    }
 
 
 def honest_connect(server: str, address: str) -> float:
@@ -189,29 +199,31 @@ def honest_connect(server: str, address: str) -> float:
 
 
 def test_one_address_reconnecting_as_fast_as_it_can_is_refused_cheaply_past_its_burst(server):
-    # given: other addresses' connections, calm (and the server's CPU for each), and the
-    # server's CPU at rest
+    # given: other addresses' connections, calm, and the server's CPU at rest
     pid = server_pid(server)
     addresses = (f"198.51.100.{number}" for number in range(1, 250))
     for _ in range(3):
         honest_connect(server, next(addresses))  # warm
-    before = cpu_seconds(pid)
     calm = statistics.median(honest_connect(server, next(addresses)) for _ in range(10))
-    honest_cpu = (cpu_seconds(pid) - before) / 10
     before, started = cpu_seconds(pid), time.monotonic()
     time.sleep(1)
     calm_rate = (cpu_seconds(pid) - before) / (time.monotonic() - started)
 
     # when: one address connects again as soon as each connection is closed, and then with
-    # AT_ONCE upgrades at a time, while other addresses connect beside it
-    with concurrent.futures.ProcessPoolExecutor(
-        1, mp_context=multiprocessing.get_context("spawn")
-    ) as attacker:
+    # AT_ONCE upgrades at a time, alone, and then while other addresses connect beside it
+    with (
+        multiprocessing.get_context("spawn").Manager() as manager,
+        concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn")
+        ) as attacker,
+    ):
         attacker.submit(int).result()  # the process started before the clock
-        attacking = attacker.submit(attack, server)
-        during: list[tuple[float, float]] = []  # (when, seconds)
+        alone_over = manager.Event()
+        attacking = attacker.submit(attack, server, alone_over)
+        assert alone_over.wait(60)
+        during = []
         while not attacking.done() or len(during) < HONEST_CONNECTS:
-            during.append((time.monotonic(), honest_connect(server, next(addresses))))
+            during.append(honest_connect(server, next(addresses)))
             time.sleep(HONEST_PAUSE_SEC)
         got = attacking.result()
 
@@ -223,20 +235,14 @@ def test_one_address_reconnecting_as_fast_as_it_can_is_refused_cheaply_past_its_
         (101, POLICY_VIOLATION)
     ] * BURST + [(429, None)]
     assert got["burst"][-1][2] >= REFUSAL_DELAY_SEC
-    refusals = got["refusals"]
-    assert {status for status, _ in refusals} == {429}
-    assert min(took for _, took in refusals) >= REFUSAL_DELAY_SEC
-    # held a second each: at most AT_ONCE a second, however fast the attacker asks
-    assert AT_ONCE <= len(refusals) <= AT_ONCE * math.ceil(REFUSALS_SEC / REFUSAL_DELAY_SEC)
-    begin, end = got["between"]
-    honest_then = sum(1 for when, _ in during if begin <= when <= end)
-    refusals_cpu = got["cpu"] - calm_rate * (end - begin) - honest_then * honest_cpu
-    per_refusal = refusals_cpu / len(refusals)
-    assert per_refusal < REFUSAL_CPU_SEC, (per_refusal, got["cpu"], len(refusals), honest_then)
-    assert statistics.median(seconds for _, seconds in during) <= 2 * calm + SLACK_SEC, (
-        during,
-        calm,
-    )
+    for refusals in (got["alone"], got["beside"]):
+        assert {status for status, _ in refusals} == {429}
+        assert min(took for _, took in refusals) >= REFUSAL_DELAY_SEC
+        # held a second each: at most AT_ONCE a second, however fast the attacker asks
+        assert AT_ONCE <= len(refusals) <= AT_ONCE * math.ceil(REFUSALS_SEC / REFUSAL_DELAY_SEC)
+    per_refusal = (got["cpu"] - calm_rate * got["seconds"]) / len(got["alone"])
+    assert per_refusal < REFUSAL_CPU_SEC, (per_refusal, got["cpu"], len(got["alone"]))
+    assert statistics.median(during) <= 2 * calm + SLACK_SEC, (during, calm)
 
 
 def test_a_refusal_says_why_and_when_to_ask_again(server):
