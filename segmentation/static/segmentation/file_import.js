@@ -9,7 +9,7 @@ import { complain, plural, say } from "./messages.js";
 import { renderObjects } from "./object_list.js";
 import { resetProgress } from "./propagation.js";
 import { Q } from "./queries.js";
-import { run } from "./queue.js";
+import { run, withWaits } from "./queue.js";
 import { withSession } from "./session.js";
 import { importInto } from "./session_import.js";
 import { state } from "./state.js";
@@ -30,7 +30,9 @@ export async function importFile(file) {
   }
   run(async () => {
     try {
-      await upload(Q.uploadAnnotations, {}, "file", file, () => {}); // the server checks it
+      // the server checks it; a refusal that says when to come back (this client's limit, spent
+      // by the work just before) is waited out and the file sent again
+      await withWaits(() => upload(Q.uploadAnnotations, {}, "file", file, () => {}));
     } catch (error) {
       throw new Error(`${file.name} was not imported: ${error.message}`);
     }
