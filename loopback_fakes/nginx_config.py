@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import time
 from pathlib import Path
 
 DEPLOY_PAGE = Path(__file__).resolve().parent.parent / "docs" / "deploy.md"
@@ -96,5 +97,13 @@ def answered_here(work: Path, *, after: int = 0) -> list[tuple[str, int]]:
     return answered
 
 
-def log_lines(work: Path) -> list[str]:
-    return (work / "access.log").read_text().splitlines()
+def log_lines(work: Path, *, at_least: int = 0, timeout: float = 5.0) -> list[str]:
+    """The lines of the HLS cache's log in ``work``. nginx writes a request's line after it
+    has answered it: with ``at_least``, they are read again until that many are there (for at
+    most ``timeout`` seconds; then as they are)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = (work / "access.log").read_text().splitlines()
+        if len(lines) >= at_least or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.02)

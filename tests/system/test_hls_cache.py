@@ -54,6 +54,7 @@ def test_many_hls_clients_cost_the_origin_one_request_per_segment(nginx_binary, 
         with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
             answers = list(pool.map(client, range(CLIENTS)))
         seconds = time.monotonic() - began
+        log_lines(work, at_least=mark + 2 * CLIENTS)  # each client's playlist and segment
         counts = origin_requests(work, after=mark)
         # once the clients' segment is no longer the newest, it is one of those whose clients
         # the origin counts as HLS viewers
@@ -98,6 +99,7 @@ def test_missing_segments_and_other_names_cost_the_origin_little(nginx_binary, t
 
         with concurrent.futures.ThreadPoolExecutor(20) as pool:
             answers = collections.Counter(pool.map(get, [missing] * MISSING_REQUESTS + others))
+        log_lines(work, at_least=mark + MISSING_REQUESTS + len(others))
         # only the HLS names: nginx may log the readiness probe's /healthz after the mark
         counts = collections.Counter(
             {u: n for u, n in origin_requests(work, after=mark).items() if u.startswith("/hls/")}

@@ -92,6 +92,7 @@ def test_private_hls_clients_of_two_links_cost_the_origin_one_request_per_segmen
 
     with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
         answers = list(pool.map(client, range(CLIENTS)))
+    log_lines(work, at_least=mark + 2 * CLIENTS)  # each client's playlist and segment
     counts = origin_requests(work, after=mark)
     no_link = requests.get(f"{front}/hls/live.m3u8", timeout=5)
 
@@ -151,6 +152,7 @@ def test_nginx_serves_a_cached_segment_only_with_a_valid_signature(deployment):
         "junk": NOT_VALID,
     }
     # answered by nginx, none from the origin or the cache
+    log_lines(work, at_least=mark + len(attempts))
     assert origin_requests(work, after=mark) == {}
     assert [status for _, status in answered_here(work, after=mark)] == [
         403,
@@ -187,5 +189,10 @@ def test_a_revoked_links_signature_is_refused_by_the_origin_on_a_miss(deployment
         403,
         "this segment's link is not valid or has expired: reload the playlist",
     )
-    assert origin_requests(work, after=mark)[f"/hls/{fresh}?{fresh_query}"] >= 2
+    # nginx logs a request after it has answered it
+    wait_until(
+        lambda: origin_requests(work, after=mark)[f"/hls/{fresh}?{fresh_query}"] >= 2,
+        timeout=3,
+        what="both refusals passed to the origin",
+    )
     assert query  # the link had signatures before it was revoked
