@@ -65,18 +65,27 @@ def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.
 
 
 _migrated_template: Path | None = None  # a database migrated once for this test process
+# The SQLite databases this process migrated or copied from a migrated one: the migrations
+# cannot change while it runs, so these need no second look.
+_migrated_databases: set[Path] = set()
 
 
 def migrated(env: dict[str, str]) -> None:
     """What `manage.py migrate --noinput` gives the database ``env`` names. A new SQLite
     database under VAR_DIR is a copy of one migrated once for this test process: the command
-    takes about 2 s of a core, and the tests start dozens of servers. Any other database (one
-    that exists, or PostgreSQL) is migrated by the command itself."""
+    takes about 2 s of a core, and the tests start dozens of servers. One this process has
+    migrated already (a server started again on it, a copy of :func:`default_video_var`'s) is
+    left as it is. Any other database (one that exists, or PostgreSQL) is migrated by the
+    command itself."""
     global _migrated_template
-    target = Path(env["VAR_DIR"]) / "db.sqlite3"
+    target = (Path(env["VAR_DIR"]) / "db.sqlite3").resolve()
+    if not env.get("DATABASE_URL") and target.exists() and target in _migrated_databases:
+        return
     if env.get("DATABASE_URL") or target.exists():
         done = manage("migrate", "--noinput", env=env)
         assert done.returncode == 0, done.stderr
+        if not env.get("DATABASE_URL"):
+            _migrated_databases.add(target)
         return
     if _migrated_template is None:
         folder = Path(tempfile.mkdtemp(prefix="migrated-"))
@@ -86,6 +95,7 @@ def migrated(env: dict[str, str]) -> None:
         _migrated_template = folder / "db.sqlite3"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(_migrated_template, target)
+    _migrated_databases.add(target)
 
 
 def server_import(env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -214,9 +224,16 @@ def _default_video_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def default_video_var(_default_video_var: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A VAR_DIR of this module's own, migrated and holding the drawn default video (drawn once
     for the run, and copied)."""
-    var_dir = tmp_path_factory.mktemp("var") / "var"
-    shutil.copytree(_default_video_var, var_dir)
-    return var_dir
+    return var_copied(_default_video_var, tmp_path_factory.mktemp("var") / "var")
+
+
+def var_copied(source: Path, target: Path) -> Path:
+    """``target``, a new copy of the VAR_DIR ``source``, whose database :func:`migrated` has
+    given (so servers started on the copy need not migrate it again)."""
+    shutil.copytree(source, target)
+    if (source / "db.sqlite3").resolve() in _migrated_databases:
+        _migrated_databases.add((target / "db.sqlite3").resolve())
+    return target
 
 
 @pytest.fixture(scope="session")
