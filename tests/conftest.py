@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import ipaddress
 import os
 import re
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,9 @@ SERVER_COMMAND = [sys.executable, "-m", "edge.server"]
 # other test runs took over 30 s to start (alone it starts in a few seconds).
 STARTUP_TIMEOUT_SEC = 90
 LISTENING = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
+# how often a starting server's log is read: the tests start about a hundred, and each waited
+# half of this, on average, past its start
+LISTENING_POLL_SEC = 0.02
 
 
 # The tests' upstreams (fake providers) listen on loopback, which the hub refuses by default.
@@ -38,6 +42,10 @@ def project_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     upstreams on loopback allowed."""
     # the engine is chosen afresh for the subprocess's own models folder, unless given here
     inherited = {"DATABASE_URL", "REDIS_URL", "SEGMENTATION_ENGINE", "SAM2_CHECKPOINT"}
+    # ...and it keeps the bytecode it compiles, as `make run` does: the tests start about a
+    # hundred servers and commands, and each compiled the project's 150 modules afresh (0.1 to
+    # 0.2 s of a core) where the environment said not to write it.
+    inherited.add("PYTHONDONTWRITEBYTECODE")
     env = {k: v for k, v in os.environ.items() if k not in inherited}
     env.setdefault("CHANNELS_UPSTREAM_ALLOW", LOOPBACK_UPSTREAMS)
     env.update({"VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "config.settings"})
@@ -57,28 +65,58 @@ def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.
     )
 
 
-_migrated_template: Path | None = None  # a database migrated once for this test process
+# A folder this run's processes (xdist's workers) share, named by the controller (or the only
+# process) in pytest_configure: what is prepared there once serves them all.
+SHARED_VARIABLE = "TESTS_SHARED_FOLDER"
+
+
+def shared_prepared(name: str, make: Callable[[Path], None]) -> Path:
+    """The folder ``name`` of the run's shared folder: made by ``make`` (given a new, empty
+    folder) in the first process that asks, while the others wait for it."""
+    if SHARED_VARIABLE not in os.environ:  # a process of its own, not under pytest_configure
+        os.environ[SHARED_VARIABLE] = tempfile.mkdtemp(prefix="tests-shared-")
+        atexit.register(shutil.rmtree, os.environ[SHARED_VARIABLE], ignore_errors=True)
+    shared = Path(os.environ[SHARED_VARIABLE])
+    target = shared / name
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, whatever happens
+        if not target.exists():
+            making = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=shared))
+            make(making)
+            making.rename(target)
+    return target
+
+
+# The SQLite databases this process migrated or copied from a migrated one: the migrations
+# cannot change while it runs, so these need no second look.
+_migrated_databases: set[Path] = set()
+
+
+def _migrate(folder: Path) -> None:
+    done = manage("migrate", "--noinput", env=project_env(folder))
+    assert done.returncode == 0, done.stderr
 
 
 def migrated(env: dict[str, str]) -> None:
     """What `manage.py migrate --noinput` gives the database ``env`` names. A new SQLite
-    database under VAR_DIR is a copy of one migrated once for this test process: the command
-    takes about 2 s of a core, and the tests start dozens of servers. Any other database (one
-    that exists, or PostgreSQL) is migrated by the command itself."""
-    global _migrated_template
-    target = Path(env["VAR_DIR"]) / "db.sqlite3"
+    database under VAR_DIR is a copy of one migrated once for the run (by the first of xdist's
+    workers to need it): the command takes about 2 s of a core, and the tests start dozens of
+    servers. One this process has migrated already (a server started again on it, a copy of
+    :func:`default_video_var`'s) is left as it is. Any other database (one that exists, or
+    PostgreSQL) is migrated by the command itself."""
+    target = (Path(env["VAR_DIR"]) / "db.sqlite3").resolve()
+    if not env.get("DATABASE_URL") and target.exists() and target in _migrated_databases:
+        return
     if env.get("DATABASE_URL") or target.exists():
         done = manage("migrate", "--noinput", env=env)
         assert done.returncode == 0, done.stderr
+        if not env.get("DATABASE_URL"):
+            _migrated_databases.add(target)
         return
-    if _migrated_template is None:
-        folder = Path(tempfile.mkdtemp(prefix="migrated-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        done = manage("migrate", "--noinput", env=project_env(folder))
-        assert done.returncode == 0, done.stderr
-        _migrated_template = folder / "db.sqlite3"
+    template = shared_prepared("migrated", _migrate) / "db.sqlite3"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(_migrated_template, target)
+    shutil.copyfile(template, target)
+    _migrated_databases.add(target)
 
 
 def server_import(env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -194,12 +232,19 @@ def server_pid(server: str) -> int:
     raise AssertionError(f"no server process listens at {server}")
 
 
-@pytest.fixture(scope="session")
-def _default_video_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    var_dir = tmp_path_factory.mktemp("default-video-var")
+def _default_video_drawn(var_dir: Path) -> None:
     env = project_env(var_dir)
     migrated(env)
-    assert manage("default_video", env=env).returncode == 0
+    drawn = manage("default_video", env=env)
+    assert drawn.returncode == 0, drawn.stderr
+
+
+@pytest.fixture(scope="session")
+def _default_video_var() -> Path:
+    """A VAR_DIR migrated and holding the drawn default video, made once for the run (drawing
+    it takes 2 s of a core): to be copied, never used in place."""
+    var_dir = shared_prepared("default-video-var", _default_video_drawn)
+    _migrated_databases.add((var_dir / "db.sqlite3").resolve())
     return var_dir
 
 
@@ -207,9 +252,16 @@ def _default_video_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def default_video_var(_default_video_var: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A VAR_DIR of this module's own, migrated and holding the drawn default video (drawn once
     for the run, and copied)."""
-    var_dir = tmp_path_factory.mktemp("var") / "var"
-    shutil.copytree(_default_video_var, var_dir)
-    return var_dir
+    return var_copied(_default_video_var, tmp_path_factory.mktemp("var") / "var")
+
+
+def var_copied(source: Path, target: Path) -> Path:
+    """``target``, a new copy of the VAR_DIR ``source``, whose database :func:`migrated` has
+    given (so servers started on the copy need not migrate it again)."""
+    shutil.copytree(source, target)
+    if (source / "db.sqlite3").resolve() in _migrated_databases:
+        _migrated_databases.add((target / "db.sqlite3").resolve())
+    return target
 
 
 @pytest.fixture(scope="session")
@@ -234,7 +286,7 @@ def _wait_listening(process: subprocess.Popen, log_path: Path) -> str:
                 pass
             else:
                 return base_url
-        time.sleep(0.1)
+        time.sleep(LISTENING_POLL_SEC)
     pytest.fail(f"daphne did not start within {STARTUP_TIMEOUT_SEC}s:\n{log_path.read_text()}")
 
 
@@ -311,14 +363,18 @@ EVALUATIONS = pytest.StashKey[Evaluations]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # The controller (or the only process) holds the runs' folder; xdist's workers share it.
+    # The controller (or the only process) holds the runs' folder and the shared folder;
+    # xdist's workers share them.
     worker = hasattr(config, "workerinput")
     config.stash[EVALUATIONS] = Evaluations.for_worker() if worker else Evaluations.for_controller()
+    if not worker:
+        os.environ[SHARED_VARIABLE] = tempfile.mkdtemp(prefix="tests-shared-")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         config.stash[EVALUATIONS].stop()
+        shutil.rmtree(os.environ.pop(SHARED_VARIABLE), ignore_errors=True)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -24,7 +24,7 @@ from django.test import Client
 
 from config.env import Rate
 from edge.admin_login import password_checks
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import manage, migrated, project_env, running_server, var_copied
 
 PASSWORD = "correct horse battery staple"
 WRONG = {"username": "admin", "password": "wrong", "next": "/admin/"}
@@ -133,16 +133,24 @@ def test_a_login_finding_the_line_of_checks_full_is_refused_unchecked_and_not_co
     assert refused.status_code == 429
 
 
-def test_the_real_server_throttles_by_the_connection_address(tmp_path):
-    with running_server(tmp_path, ADMIN_LOGIN_FAILURES_PER_ADDRESS="2/h") as server:
-        made = manage(
-            "createsuperuser",
-            "--noinput",
-            "--username=admin",
-            "--email=admin@example.org",
-            env=project_env(tmp_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD),
-        )
-        assert made.returncode == 0, made.stderr
+@pytest.fixture(scope="module")
+def staff_var(tmp_path_factory) -> Path:
+    """A VAR_DIR holding a staff user made by `createsuperuser` (with the real password hasher:
+    each check costs a core tens of milliseconds), made once for the module and copied by each
+    test's server: the command is a Django start and a hash, 1 to 3 s of a core."""
+    var = tmp_path_factory.mktemp("staff-var")
+    env = project_env(var, DJANGO_SUPERUSER_PASSWORD=PASSWORD)
+    migrated(env)
+    made = manage(
+        "createsuperuser", "--noinput", "--username=admin", "--email=admin@example.org", env=env
+    )
+    assert made.returncode == 0, made.stderr
+    return var
+
+
+def test_the_real_server_throttles_by_the_connection_address(staff_var, tmp_path):
+    var = var_copied(staff_var, tmp_path / "var")
+    with running_server(var, ADMIN_LOGIN_FAILURES_PER_ADDRESS="2/h") as server:
         browser = requests.Session()
         page = browser.get(f"{server}/admin/login/", timeout=10).text
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
@@ -190,21 +198,14 @@ def burst_login(server: str, attempts: list[dict], *, forwarded_for: list[str]) 
 
 
 @pytest.fixture
-def login_server(tmp_path):
-    """A real server with a staff user (the real password hasher: each check costs a core tens
-    of milliseconds), whose limits each test sets."""
+def login_server(staff_var, tmp_path):
+    """A real server with the staff user of :func:`staff_var` (its log in
+    ``tmp_path / "var" / "daphne.log"``), whose limits each test sets."""
+    var = var_copied(staff_var, tmp_path / "var")
 
     def start(**limits: str):
-        server = running_server(tmp_path, **limits)
+        server = running_server(var, **limits)
         base = server.__enter__()
-        made = manage(
-            "createsuperuser",
-            "--noinput",
-            "--username=admin",
-            "--email=admin@example.org",
-            env=project_env(tmp_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD),
-        )
-        assert made.returncode == 0, made.stderr
         started.append(server)
         return base
 
@@ -305,7 +306,7 @@ def test_a_burst_of_guesses_is_checked_one_at_a_time_and_other_requests_are_answ
         probe.join()
 
     assert sorted(statuses) == [200] * 10 + [429] * 90
-    checks = checks_logged(tmp_path / "daphne.log")
+    checks = checks_logged(tmp_path / "var" / "daphne.log")
     assert len(checks) == 10
     # one after the other (the log's times are to the millisecond)
     assert all(began >= ended - 0.002 for (_, ended), (began, _) in itertools.pairwise(checks))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import requests
 
 from segmentation.evaluation.metrics import region_similarity
 from segmentation.rle import rle_decode
-from tests.conftest import manage, migrated, project_env, running_server
+from tests.conftest import project_env, running_server, var_copied
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_propagation_stream import parts
 from tests.segmentation.test_workers import worker_running, worker_settings
@@ -66,14 +67,14 @@ OPERATIONS = {
 
 
 @pytest.fixture(scope="module", params=["embedded", pytest.param("workers", marks=needs_redis)])
-def server(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The server as `make run` starts it; or a web process with the engine in an inference
-    worker (docs/deploy.md)."""
-    var = tmp_path_factory.mktemp("frontend-var")
+def server(
+    request, _default_video_var: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The server as `make run` starts it (its var folder migrated and holding the default
+    video); or a web process with the engine in an inference worker (docs/deploy.md)."""
+    var = var_copied(_default_video_var, tmp_path_factory.mktemp("frontend") / "var")
     extra = worker_settings() if request.param == "workers" else {}
     env = project_env(var, **extra)
-    migrated(env)
-    assert manage("default_video", env=env).returncode == 0
     with contextlib.ExitStack() as stack:
         if extra:
             stack.enter_context(worker_running(var, env, "replay"))

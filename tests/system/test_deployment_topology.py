@@ -98,7 +98,11 @@ def gql(server: str, query: str, **variables: object) -> dict:
 
 
 @needs_redis
-def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, tmp_path):
+def test_the_documented_layout_routes_each_request_to_its_process(
+    nginx_binary, default_video_var, tmp_path
+):
+    # the processes share a var folder holding the default video (drawn once for the run)
+    var = default_video_var
     upstream = TsUpstream(bitrate_bps=2_000_000)
     playlist = tmp_path / "channels.m3u"
     playlist.write_text(playlist_for(upstream), encoding="utf-8")
@@ -120,7 +124,7 @@ def test_the_documented_layout_routes_each_request_to_its_process(nginx_binary, 
         web, web_2, segmentation = (
             stack.enter_context(
                 running_server(
-                    tmp_path,
+                    var,
                     port=ports[name],
                     log_name=f"{name}.log",
                     **env,

@@ -11,8 +11,10 @@ import contextlib
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import requests
 
 from loopback_fakes.nginx_config import documented_blocks, loopback_conf
@@ -26,11 +28,24 @@ CONNECTIONS = 64
 RATE, BURST = 50, 100
 
 
-def front_started(stack: contextlib.ExitStack, binary: str, tmp_path: Path) -> tuple[str, Path]:
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory) -> Iterator[tuple[int, Path]]:
+    """The real server the tests' fronts stand before, one for the module (each test counts
+    what reached it in its log, from before to after): its port and its log."""
+    var, port = tmp_path_factory.mktemp("origin-var"), free_port()
+    with running_server(var, port=port):
+        yield port, var / "daphne.log"
+
+
+def front_started(
+    stack: contextlib.ExitStack, binary: str, tmp_path: Path, origin: tuple[int, Path]
+) -> tuple[str, Path]:
+    """nginx with the documented blocks in front of ``origin``, until ``stack`` closes: its
+    base URL, and the origin's log."""
     http, server = documented_blocks("Slow and greedy clients")
     server = re.sub(r"(client_\w+_timeout) 10s;", rf"\1 {TIMEOUT_SEC}s;", server)
     assert server.count(f" {TIMEOUT_SEC}s;") == 2, server
-    ports = {"port": free_port(), "origin": free_port()}
+    ports = {"port": free_port(), "origin": origin[0]}
     work = tmp_path / "nginx"
     work.mkdir()
     front = f"""    access_log {work}/access.log;
@@ -42,13 +57,12 @@ def front_started(stack: contextlib.ExitStack, binary: str, tmp_path: Path) -> t
     }}"""
     conf = loopback_conf(work, events="worker_connections 1024;", http=front)
     (work / "nginx.conf").write_text(conf)
-    stack.enter_context(running_server(tmp_path, port=ports["origin"]))
-    return nginx_started(stack, binary, work, ports["port"]), tmp_path / "daphne.log"
+    return nginx_started(stack, binary, work, ports["port"]), origin[1]
 
 
-def test_dribblers_are_closed_by_nginx_and_never_reach_the_server(nginx_binary, tmp_path):  # noqa: F811
+def test_dribblers_are_closed_by_nginx_and_never_reach_the_server(nginx_binary, origin, tmp_path):  # noqa: F811
     with contextlib.ExitStack() as stack:
-        front, origin_log = front_started(stack, nginx_binary, tmp_path)
+        front, origin_log = front_started(stack, nginx_binary, tmp_path, origin)
         before = origin_log.read_text().count('"POST /graphql"')
         heads = attack(
             front, first=b"GET /healthz HTTP/1.1\r\nHost: x\r\n", drip=b"X", every=0.5, limit=8
@@ -71,9 +85,9 @@ def test_dribblers_are_closed_by_nginx_and_never_reach_the_server(nginx_binary, 
     assert after == before  # none reached the server
 
 
-def test_one_address_past_its_connections_is_answered_429(nginx_binary, tmp_path):  # noqa: F811
+def test_one_address_past_its_connections_is_answered_429(nginx_binary, origin, tmp_path):  # noqa: F811
     with contextlib.ExitStack() as stack:
-        front, _ = front_started(stack, nginx_binary, tmp_path)
+        front, _ = front_started(stack, nginx_binary, tmp_path, origin)
         # bodies declared and never sent: each holds its connection until the body time-out
         clients = attack(
             front,
@@ -93,9 +107,9 @@ def test_one_address_past_its_connections_is_answered_429(nginx_binary, tmp_path
     assert max(held) < TIMEOUT_SEC + SLACK_SEC
 
 
-def test_one_address_past_its_request_rate_is_answered_429(nginx_binary, tmp_path):  # noqa: F811
+def test_one_address_past_its_request_rate_is_answered_429(nginx_binary, origin, tmp_path):  # noqa: F811
     with contextlib.ExitStack() as stack:
-        front, origin_log = front_started(stack, nginx_binary, tmp_path)
+        front, origin_log = front_started(stack, nginx_binary, tmp_path, origin)
         before = origin_log.read_text().count('"GET /healthz"')
         began = time.monotonic()
 
