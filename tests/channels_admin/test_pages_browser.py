@@ -1,8 +1,12 @@
-"""The viewer and admin pages in a real browser against the real server and its demo channels."""
+"""The viewer and admin pages in a real browser against the real server and its demo channels;
+and the admin page's schedule panel: an entry added is listed among the next switches, a one-off
+entry a few seconds ahead switches the channel, which the page shows with the switch it made,
+and one whose time has passed is refused with the reason."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import re
 
 import pytest
@@ -140,6 +144,84 @@ def test_a_browser_without_media_source_extensions_gets_the_hls_output(server, p
     assert chosen.json_value() == f"{server}/hls/live.m3u8"
     assert page.evaluate("() => typeof window.MediaSource") == "undefined"
     assert page.evaluate("() => !mpegts.getFeatureList().mseLivePlayback") is True
+
+
+def next_days(count: int) -> list[str]:
+    """The next ``count`` Mondays and Fridays with 20:00 UTC still to come, as the page
+    writes them ("Fri 27 Nov,")."""
+    now, found = dt.datetime.now(dt.UTC), []
+    day = now.date()
+    while len(found) < count:
+        at = dt.datetime.combine(day, dt.time(20), tzinfo=dt.UTC)
+        if day.weekday() in (0, 4) and at > now:
+            found.append(f"{at:%a} {at.day} {at:%b},")
+        day += dt.timedelta(days=1)
+    return found
+
+
+def test_an_entry_added_on_the_admin_page_is_listed_and_switches(server, page):
+    # (on this module's server: the entries it makes are removed at its end, so that none
+    # switches the channel under the tests after it)
+    select(server, "demo.2")  # what plays before the entry's switch
+    try:
+        schedule_entered_and_switched(server, page)
+    finally:
+        for entry in requests.get(f"{server}/api/admin/schedule", timeout=10).json()["entries"]:
+            requests.delete(f"{server}/api/admin/schedule/{entry['id']}", timeout=10)
+
+
+def schedule_entered_and_switched(server: str, page) -> None:
+    admin_login(server, page)
+    page.wait_for_function(
+        "() => document.getElementById('channel-name').textContent === 'Test pattern 2'"
+    )
+
+    # a weekly entry: listed with its next switches
+    page.fill("#entry-name", "Film night")
+    page.fill("#entry-channel", "demo.2")
+    page.fill("#entry-time", "20:00:00")
+    page.check("#entry-days input[value='0']")
+    page.check("#entry-days input[value='4']")
+    page.click("#entry-save")
+    page.wait_for_selector("#schedule-entries tr")
+
+    assert page.text_content("#schedule-message") == "Entry added."
+    row = page.locator("#schedule-entries tr").first
+    assert row.locator("td").nth(0).text_content() == "Film night"
+    assert row.locator("td").nth(1).text_content() == "Test pattern 2"
+    assert row.locator("td").nth(2).text_content() == "Mon, Fri 20:00:00"
+    upcoming = page.locator("#schedule-upcoming li").all_text_contents()
+    assert upcoming == [f"{day} 20:00:00 · Test pattern 2 (Film night)" for day in next_days(10)]
+
+    # a one-off entry whose time has passed: refused, the page saying why
+    page.fill("#entry-name", "Soon")
+    page.fill("#entry-channel", "demo.1")
+    page.select_option("#entry-kind", "once")
+    page.fill("#entry-at", "2020-01-02T20:00:00")
+    page.click("#entry-save")
+    page.wait_for_selector("#schedule-message.error")
+    refusal = page.text_content("#schedule-message")
+    assert re.fullmatch(
+        r"at: 2020-01-02 20:00:00 has passed \(now [\d-]+ [\d:]+, UTC\): a one-off entry must "
+        r"be in the future",
+        refusal,
+    ), refusal
+    assert page.locator("#schedule-entries tr").count() == 1
+
+    # a one-off entry four seconds ahead (the schedule's zone is UTC here): it switches
+    at = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=4)).strftime("%Y-%m-%dT%H:%M:%S")
+    page.fill("#entry-at", at)
+    page.click("#entry-save")
+    page.wait_for_function("() => document.querySelectorAll('#schedule-entries tr').length === 2")
+    page.wait_for_function(
+        "() => document.getElementById('channel-name').textContent === 'Test pattern 1'",
+        timeout=15_000,
+    )
+    runs = "() => document.getElementById('schedule-runs').textContent"
+    page.wait_for_function(f"{runs}.includes('Soon start: switched')", timeout=10_000)
+    page.shot("scheduled")
+
+    assert page.locator("#schedule-runs li").count() == 1
 
 
 LAST_SEGMENT = re.compile(r"^seg-[0-9a-f]{8}-(\d+)\.ts\?", re.MULTILINE)
