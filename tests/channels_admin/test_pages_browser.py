@@ -1,7 +1,9 @@
 """The viewer and admin pages in a real browser against the real server and its demo channels;
 and the admin page's schedule panel: an entry added is listed among the next switches, a one-off
 entry a few seconds ahead switches the channel, which the page shows with the switch it made,
-and one whose time has passed is refused with the reason."""
+and one whose time has passed is refused with the reason; and private viewing: the admin page
+makes the stream private and a link, the TV page plays through that link, and a revoke stops it
+with a sentence."""
 
 from __future__ import annotations
 
@@ -125,6 +127,63 @@ def test_admin_page_searches_and_selects_a_channel(server, page):
         "() => document.getElementById('message').textContent === 'Playlist reloaded: 2 channels.'"
     )
     assert requests.get(f"{server}/api/admin/status", timeout=5).json()["playlist_version"] == 2
+
+
+def test_the_admin_makes_a_link_the_viewer_plays_it_and_a_revoke_stops_it(server, browser):
+    # (before the tests of the HLS output, whose clients count as viewers a while: the one
+    # viewer this server carries is this test's)
+    select(server, "demo.1")
+    admin = browser.new_context().new_page()
+    viewer = browser.new_context().new_page()
+    admin_login(server, admin)
+
+    # the admin page: private, then a link capped at two viewers
+    admin.check("#private")
+    said = "(word) => document.getElementById('message').textContent.includes(word)"
+    admin.wait_for_function(said, arg="private")
+    admin.fill("#link-name", "Aunt Mary")
+    admin.fill("#link-cap", "2")
+    admin.click("#link-make")
+    admin.wait_for_selector("#link-made:not([hidden])")
+    url = admin.input_value("#link-url")
+    # a page without the link is refused, with the reason and no player
+    viewer.goto(f"{server}/tv/")
+    refused = viewer.text_content("#message")
+    has_player = viewer.evaluate("() => Boolean(document.getElementById('player'))")
+    # the link plays, and the admin page counts its viewer
+    viewer.goto(url)
+    viewer.wait_for_function(PLAYING, timeout=20_000)
+    admin.wait_for_function(
+        """() => [...document.querySelectorAll('#links tr')].some((row) =>
+            row.cells[0].textContent === 'Aunt Mary' && row.cells[3].textContent === '1')""",
+        timeout=10_000,
+    )
+    admin.screenshot(path="test-output/screenshots/viewer-links-admin.png")
+    row = admin.locator("#links tr", has_text="Aunt Mary")
+    cells = row.locator("td").all_text_contents()
+    # the revoke: the viewer's stream ends, and the page says why without retrying
+    row.locator("button", has_text="Revoke").click()
+    viewer.wait_for_function(
+        "() => document.getElementById('message').textContent.includes('revoked')",
+        timeout=10_000,
+    )
+    viewer.screenshot(path="test-output/screenshots/viewer-links-revoked.png")
+    admin.wait_for_function(
+        """() => [...document.querySelectorAll('#links tr')].some((row) =>
+            row.cells[0].textContent === 'Aunt Mary' && row.cells[4].textContent === 'revoked')""",
+        timeout=10_000,
+    )
+
+    assert url.startswith(f"{server}/tv/?t=")
+    assert refused == "This stream is private: open it with the link you were given."
+    assert has_player is False
+    assert cells[:5] == ["Aunt Mary", "never", "2", "1", "active"]
+    assert viewer.text_content("#message") == (
+        "This link no longer opens the stream: it was revoked or has expired."
+    )
+    assert viewer.text_content("#state") == "off air"
+    admin.uncheck("#private")
+    admin.wait_for_function("() => document.getElementById('message').textContent.includes('open')")
 
 
 def test_a_browser_without_media_source_extensions_gets_the_hls_output(server, page):
