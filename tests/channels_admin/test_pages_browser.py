@@ -3,18 +3,25 @@ and the admin page's schedule panel: an entry added is listed among the next swi
 entry a few seconds ahead switches the channel, which the page shows with the switch it made,
 and one whose time has passed is refused with the reason; and private viewing: the admin page
 makes the stream private and a link, the TV page plays through that link, and a revoke stops it
-with a sentence."""
+with a sentence; and a programme of the guide (served by a real XMLTV server on loopback)
+played by the schedule: at its start the channel switches to it, at its end back to what
+played before, and the admin page's pick (a channel, its programmes, "Play when it starts",
+the entry among the next switches)."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import re
 
 import pytest
 import requests
 
+from loopback_fakes.xmltv_origin import Show, XmltvOrigin, xmltv_document
 from tests.channels_admin.staffed_server import STAFF_PASSWORD, staffed_server
+from tests.channels_admin.stream_client import status, wait_until
+from tests.channels_admin.test_schedule_server import finished
 
 PLAYING = """() => {
     const video = document.getElementById("player");
@@ -22,10 +29,29 @@ PLAYING = """() => {
 }"""
 
 
+HOUR = dt.timedelta(hours=1)
+DASH = "\N{EN DASH}"  # between two times, as the page writes it
+# demo.1 by its tvg-id; demo.2 by its title ("Test pattern 2"), a display name of another ID
+CHANNELS = [("demo.1", ["Pattern One"], ""), ("pattern-two", ["TEST PATTERN 2"], "")]
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def guide_origin():
+    """The XMLTV server of the server's guide: no programme until a test serves some."""
+    server = XmltvOrigin()
+    server.documents["/guide.xml"] = xmltv_document(CHANNELS, [])
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, guide_origin):
     # One viewer at most: the pages' own players stay within it, one at a time.
-    with staffed_server(tmp_path_factory.mktemp("pages-var"), CHANNELS_MAX_VIEWERS="1") as base_url:
+    with staffed_server(
+        tmp_path_factory.mktemp("pages-var"),
+        CHANNELS_MAX_VIEWERS="1",
+        CHANNELS_GUIDE_URL=guide_origin.url("/guide.xml"),
+    ) as base_url:
         yield base_url
 
 
@@ -281,6 +307,109 @@ def schedule_entered_and_switched(server: str, page) -> None:
     page.shot("scheduled")
 
     assert page.locator("#schedule-runs li").count() == 1
+
+
+def guide_serve(server: str, guide_origin: XmltvOrigin, shows: list[Show]) -> None:
+    """Serve ``shows`` and have the server refresh its guide now."""
+    guide_origin.documents["/guide.xml"] = xmltv_document(CHANNELS, shows)
+    refreshed = requests.post(f"{server}/api/admin/guide/refresh", timeout=20)
+    assert refreshed.status_code == 200, refreshed.text
+
+
+def whole_seconds_from_now(seconds: int) -> dt.datetime:
+    """A time ``seconds`` ahead, on a whole second (the guide's times have no fractions)."""
+    now = dt.datetime.now(dt.UTC)
+    return dt.datetime.fromtimestamp(math.ceil(now.timestamp()) + seconds, dt.UTC)
+
+
+def test_a_programme_plays_from_its_start_and_goes_back_at_its_end(server, guide_origin):
+    # (after the schedule panel's test, which counts the switches made on this server)
+    select(server, "demo.1")
+    wait_until(lambda: not status(server)["transitioning"], what="Test pattern 1 playing")
+    start = whole_seconds_from_now(3)
+    guide_serve(
+        server, guide_origin, [Show("pattern-two", start, start + dt.timedelta(seconds=3), "Brief")]
+    )
+    listed = requests.get(
+        f"{server}/api/admin/guide/programmes", params={"channel_id": "demo.2"}, timeout=10
+    ).json()
+    (picked,) = listed["programmes"]
+
+    made = requests.post(
+        f"{server}/api/admin/schedule/programme",
+        json={
+            "channel_id": "demo.2",
+            "start": picked["start"],
+            "guide_version": listed["guide_version"],
+        },
+        timeout=10,
+    )
+
+    assert made.status_code == 200, made.text
+    entry = made.json()
+    assert (entry["at"], entry["until"], entry["programme_title"]) == (
+        start.isoformat(),
+        (start + dt.timedelta(seconds=3)).isoformat(),
+        "Brief",
+    )
+    wait_until(lambda: status(server)["channel_name"] == "Test pattern 2", what="the programme")
+    wait_until(lambda: status(server)["channel_name"] == "Test pattern 1", what="the return")
+    first, back = finished(server, entry, 2)
+    assert [(r["action"], r["outcome"], r["channel_name"]) for r in (first, back)] == [
+        ("start", "switched", "Test pattern 2"),
+        ("return", "switched", "Test pattern 1"),
+    ]
+    assert 0 <= first["lateness"] < 1.0
+    assert 0 <= back["lateness"] < 1.0
+
+
+def shown(at: dt.datetime) -> str:
+    """An instant as the schedule panel writes it in its zone, UTC here ("Fri 27 Nov, 20:15:00")."""
+    return f"{at:%a} {at.day} {at:%b}, {at:%H:%M:%S}"
+
+
+def test_a_programme_is_picked_on_the_admin_page(server, guide_origin, page):
+    hour = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    shows = [
+        Show("demo.1", hour, hour + 2 * HOUR, "Morning Show", "Pilot"),  # on now
+        Show("demo.1", hour + 2 * HOUR, hour + 3 * HOUR, "Late Show"),
+    ]
+    guide_serve(server, guide_origin, shows)
+    admin_login(server, page)
+
+    page.fill("#pick-channel", "demo.1")
+    page.click("#pick-show")
+    page.wait_for_selector("#pick-programmes li")
+    items = page.locator("#pick-programmes li")
+    assert items.all_text_contents() == [
+        f"{shown(hour)} {DASH} {shown(hour + 2 * HOUR)} · Morning Show: Pilot (on now)",
+        f"{shown(hour + 2 * HOUR)} {DASH} {shown(hour + 3 * HOUR)} · Late Show Play when it starts",
+    ]
+    items.nth(1).locator("button").click()
+    late_show = page.locator("#schedule-entries tr", has_text="Late Show")
+    late_show.wait_for()
+
+    assert page.text_content("#pick-message") == "Scheduled: Late Show."
+    rows = page.locator("#schedule-entries tr").count()
+    row = late_show.locator("td")
+    assert row.all_text_contents()[:3] == [
+        "Late Show · then back",
+        "Test pattern 1",
+        f"{shown(hour + 2 * HOUR)} {DASH} {shown(hour + 3 * HOUR)}",
+    ]
+    assert page.locator("#schedule-upcoming li").all_text_contents() == [
+        f"{shown(hour + 2 * HOUR)} · Test pattern 1 (Late Show)",
+        f"{shown(hour + 3 * HOUR)} · back to what played before (Late Show ends)",
+    ]
+    page.shot("programme-picked")
+
+    # the same again: refused, said so, nothing added
+    items.nth(1).locator("button").click()
+    page.wait_for_function(
+        "() => document.getElementById('pick-message').textContent"
+        " === 'the programme is in the schedule already'"
+    )
+    assert page.locator("#schedule-entries tr").count() == rows
 
 
 LAST_SEGMENT = re.compile(r"^seg-[0-9a-f]{8}-(\d+)\.ts\?", re.MULTILINE)
