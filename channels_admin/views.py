@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -323,7 +324,8 @@ def viewer_page(request: HttpRequest) -> HttpResponse:
     if isinstance(access, Refusal):
         context = {"nav": "tv", "refused": access.reason}
         return render(request, "channels_admin/viewer.html", context, status=access.status)
-    return render(request, "channels_admin/viewer.html", {"nav": "tv"})
+    context = {"nav": "tv", "overlay_shown_ms": settings.CHANNELS_OVERLAY_SEC * 1000}
+    return render(request, "channels_admin/viewer.html", context)
 
 
 @require_GET

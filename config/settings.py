@@ -399,6 +399,8 @@ CHANNELS_GUIDE_MAX_CHANNELS = env_int("CHANNELS_GUIDE_MAX_CHANNELS", 50_000, min
 CHANNELS_GUIDE_MAX_PROGRAMMES = env_int("CHANNELS_GUIDE_MAX_PROGRAMMES", 2_000_000, minimum=1)
 # Programmes that ended longer ago than this are not kept.
 CHANNELS_GUIDE_KEEP_PAST_HOURS = env_int("CHANNELS_GUIDE_KEEP_PAST_HOURS", 6, minimum=0)
+# The TV page's overlay (channel, programme now and next) fades this long after it shows.
+CHANNELS_OVERLAY_SEC = env_int("CHANNELS_OVERLAY_SEC", 5, minimum=1)
 # The schedule (channels_admin/services/schedule_runner.py): the time zone of its weekly times.
 CHANNELS_SCHEDULE_TZ = env_str("CHANNELS_SCHEDULE_TZ", "") or TIME_ZONE
 try:

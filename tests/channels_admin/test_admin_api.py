@@ -12,6 +12,7 @@ from channels_admin.models import Channel, Playlist, StreamState
 from channels_admin.runtime import stream_runtime
 from channels_admin.services.playlists import playlist_reload
 from channels_admin.services.stream import stream_hub_shutdown
+from loopback_fakes.ts_upstream import TsUpstream
 from tests.channels_admin.conftest import m3u
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,6 +53,20 @@ async def connections_closed_after():
 async def hub_closed_after():
     yield
     await stream_hub_shutdown()
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    """One loopback upstream for the module (conftest's is the test's own): closing one takes
+    its server's next poll, half a second, and these tests are many. Each starts it behaving."""
+    server = TsUpstream()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def upstream_behaves(upstream):
+    upstream.refuse = upstream.stall = upstream.garbage = upstream.close_at_once = False
 
 
 @pytest.fixture

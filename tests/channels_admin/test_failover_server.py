@@ -66,6 +66,7 @@ def server_for(origin: MediaUpstream, var_dir):
     playlist.write_text(playlist_for(origin), encoding="utf-8")
     return running_server(
         var_dir,
+        port=free_port(),  # so that server_pid finds its process
         CHANNELS_PLAYLIST_PATH=str(playlist),
         CHANNELS_DEMO="0",
         CHANNELS_STALL_TIMEOUT="1",
@@ -132,6 +133,23 @@ def decoded_frames(data: bytes) -> int:
         return sum(1 for _ in container.decode(video=0))
 
 
+def test_a_first_switch_to_a_dead_channel_stays_and_keeps_trying(server):
+    # (first in the module: no channel was ever picked on its server)
+    assert status(server)["channel_name"] == ""
+    select(server, "dead")
+    wait_until(
+        lambda: status(server)["switch_message"] != "Switching to Dead…",
+        timeout=SWITCH_TIMEOUT_SEC + 5,
+        what="the outcome",
+    )
+    now = status(server)
+
+    assert now["switch_message"] == "Dead did not answer (connection refused): still trying"
+    assert now["switch_returned"] is False
+    assert (now["channel_name"], now["live"], now["reconnecting"]) == ("Dead", True, True)
+    assert now["last_failure"]["reason"] == "connection refused"
+
+
 def test_a_failover_keeps_the_viewer_and_the_status_says_what_failed(server, origin):
     select(server, "one")
     wait_until(lambda: status(server)["switch_message"] == "Now playing One", what="playing")
@@ -188,22 +206,6 @@ def test_a_switch_to_a_dead_channel_goes_back_to_the_channel_before(server, orig
     assert now["switch_returned"] is True
     assert (now["live"], now["upstream_down"], now["source"]) == (True, False, "primary")
     assert max(c.overlapping for c in origin.connections) == 0
-
-
-def test_a_first_switch_to_a_dead_channel_stays_and_keeps_trying(origin, tmp_path):
-    with server_for(origin, tmp_path) as fresh:
-        select(fresh, "dead")
-        wait_until(
-            lambda: status(fresh)["switch_message"] != "Switching to Dead…",
-            timeout=SWITCH_TIMEOUT_SEC + 5,
-            what="the outcome",
-        )
-        now = status(fresh)
-
-    assert now["switch_message"] == "Dead did not answer (connection refused): still trying"
-    assert now["switch_returned"] is False
-    assert (now["channel_name"], now["live"], now["reconnecting"]) == ("Dead", True, True)
-    assert now["last_failure"]["reason"] == "connection refused"
 
 
 def test_an_outage_and_the_return_are_told_as_two_changes_of_stream(server, origin):

@@ -17,6 +17,7 @@ from tests.conftest import SCREENSHOTS
 HOUR = timedelta(hours=1)
 DASH = "\N{EN DASH}"  # between a programme's start and stop, as the pages write it
 REFRESH_SEC = 2
+OVERLAY_SEC = 2  # the overlay's fade: time enough to see it shown after a key or a click
 
 
 def wait_until(condition, timeout: float = 20, every: float = 0.2):
@@ -60,6 +61,7 @@ def server(tmp_path_factory, origin):
         tmp_path_factory.mktemp("guide-var"),
         CHANNELS_GUIDE_URL=origin.url("/guide.xml.gz"),
         CHANNELS_GUIDE_REFRESH_SEC=str(REFRESH_SEC),
+        CHANNELS_OVERLAY_SEC=str(OVERLAY_SEC),
     ) as base_url:
         yield base_url
 
@@ -140,7 +142,7 @@ def test_the_tv_page_overlay_shows_at_a_change_fades_and_shows_on_request(server
     progress = page.evaluate("() => document.getElementById('overlay-progress').value")
     assert abs(progress - (datetime.now(UTC) - base) / (3 * HOUR)) < 0.01
 
-    page.wait_for_selector("#overlay:not(.shown)", timeout=8000)  # faded after 5 s
+    page.wait_for_selector("#overlay:not(.shown)", timeout=8000)  # faded after OVERLAY_SEC
     page.keyboard.press("i")
     assert page.get_attribute("#overlay", "class") == "tv-overlay shown"
     page.wait_for_selector("#overlay:not(.shown)", timeout=8000)

@@ -4,6 +4,8 @@ real server with a real origin of real MPEG-TS (loopback_fakes/media_upstream.py
 
 from __future__ import annotations
 
+import os
+import signal
 from datetime import datetime
 
 import pytest
@@ -12,7 +14,7 @@ from loopback_fakes.media_upstream import Behaviour, Look, MediaUpstream
 from tests.channels_admin.stream_client import select, status, wait_until
 from tests.channels_admin.test_failover_server import SWITCH_TIMEOUT_SEC, server_for
 from tests.channels_admin.test_pages_browser import PLAYING, admin_login
-from tests.conftest import manage, project_env
+from tests.conftest import manage, project_env, server_pid
 
 NO_CHANNEL = "No channel is on yet. An administrator picks one on the channel page."
 UNREACHABLE = "The server cannot be reached; trying again…"
@@ -176,31 +178,6 @@ def test_a_failover_keeps_the_tv_playing_and_the_admin_says_so(server, origin, p
         admin.context.close()
 
 
-def test_the_pages_say_when_the_server_cannot_be_reached(origin, page, browser, tmp_path):
-    admin = browser.new_context().new_page()
-    try:
-        with server_for(origin, tmp_path) as fresh:
-            superuser_create(tmp_path)
-            select(fresh, "two")
-            page.goto(f"{fresh}/tv/")
-            page.wait_for_function(PLAYING, timeout=20_000)
-            assert page.text_content("#state") == "live"
-            admin_login(fresh, admin)
-            admin.wait_for_function(text_is("state", "live"))
-        # the server process has stopped
-
-        page.wait_for_function(text_is("message", UNREACHABLE), timeout=10_000)
-        admin.wait_for_function(text_is("message", UNREACHABLE), timeout=10_000)
-        page.wait_for_timeout(1500)  # the player's own retries change nothing
-        page.shot("unreachable")
-
-        assert page.text_content("#message") == UNREACHABLE
-        assert page.text_content("#state") == "no connection"
-        assert admin.text_content("#state") == "no connection"
-    finally:
-        admin.context.close()
-
-
 def console_error(message, errors: list[str]) -> None:
     """Keep an error the page logged; not the favicon the site does not have."""
     if message.type == "error" and not message.location["url"].endswith("/favicon.ico"):
@@ -241,3 +218,39 @@ def test_a_viewer_who_sits_through_an_outage_plays_again_when_the_source_returns
     assert page.evaluate("() => window.mediaSources.length") == 3
     assert page.evaluate(OPEN_MEDIA_SOURCES) == [1]
     assert errors == []
+
+
+def test_the_pages_say_when_the_server_cannot_be_reached(server, page, browser):
+    # (last in the module: it stops the module's server)
+    admin = browser.new_context().new_page()
+    try:
+        select(server, "two")
+        wait_until(lambda: status(server)["switch_message"] == "Now playing Two", what="playing")
+        page.goto(f"{server}/tv/")
+        page.wait_for_function(PLAYING, timeout=20_000)
+        assert page.text_content("#state") == "live"
+        admin_login(server, admin)
+        admin.wait_for_function(text_is("state", "live"))
+        process = server_pid(server)
+        os.kill(process, signal.SIGTERM)  # as the server's context does at its end
+        wait_until(lambda: not pid_exists(process), what="the server process stopped")
+
+        page.wait_for_function(text_is("message", UNREACHABLE), timeout=10_000)
+        admin.wait_for_function(text_is("message", UNREACHABLE), timeout=10_000)
+        page.wait_for_timeout(1500)  # the player's own retries change nothing
+        page.shot("unreachable")
+
+        assert page.text_content("#message") == UNREACHABLE
+        assert page.text_content("#state") == "no connection"
+        assert admin.text_content("#state") == "no connection"
+    finally:
+        admin.context.close()
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether ``pid`` is still a process of its own (not one that exited, a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -58,7 +58,8 @@ def served():
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # a short poll: shutdown() waits for the loop's next look (0.5 s by default, each test)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     responses["base"] = (0, f"http://127.0.0.1:{server.server_port}".encode())
     yield responses
     server.shutdown()

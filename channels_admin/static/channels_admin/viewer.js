@@ -40,7 +40,6 @@ const CHECK_EVERY_MS = 1000;
 // A return to the channel before (the one chosen showed no picture) is told while it is under
 // way and this long after.
 const RETURN_TOLD_MS = 15000;
-const OVERLAY_SHOWN_MS = 5000;
 
 const LINK_FULL_RETRY_MS = 10000; // services/viewers.py's LINK_FULL_RETRY_AFTER_SEC
 // The status feed's close when its link no longer admits viewers (consumers.py's
@@ -131,7 +130,9 @@ function showOverlay() {
   const overlay = document.getElementById("overlay");
   overlay.classList.add("shown");
   clearTimeout(overlayTimer);
-  overlayTimer = setTimeout(() => overlay.classList.remove("shown"), OVERLAY_SHOWN_MS);
+  // CHANNELS_OVERLAY_SEC, which the page carries
+  const shownMs = Number(overlay.dataset.shownMs);
+  overlayTimer = setTimeout(() => overlay.classList.remove("shown"), shownMs);
 }
 
 document.addEventListener("keydown", (event) => {

@@ -8,6 +8,7 @@ import asyncio
 import io
 import itertools
 import re
+import threading
 
 import av
 import pytest
@@ -35,9 +36,11 @@ CLIP_PIDS = {0, 0x11, CLIP_PMT_PID, CLIP_VIDEO_PID, CLIP_AUDIO_PID}
 
 @pytest.fixture
 def origin():
+    """An origin of the test's own. It is closed beside the next test: its server's shutdown
+    waits for the serving loop's next poll (half a second), and nothing waits for it."""
     server = MediaUpstream()
     yield server
-    server.close()
+    threading.Thread(target=server.close, daemon=True).start()
 
 
 class Recorder:
