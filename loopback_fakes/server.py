@@ -71,7 +71,9 @@ class LoopbackServer:
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # a close waits for the loop's next look at its flag: half a second by default, and the
+        # tests close hundreds of these
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
 
     @property
     def port(self) -> int:

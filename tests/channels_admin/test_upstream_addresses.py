@@ -45,7 +45,7 @@ class Redirector:
 
         self._server = http.server.ThreadingHTTPServer((ALLOWED_HOST, 0), Handler)
         self.url = f"http://{ALLOWED_HOST}:{self._server.server_address[1]}/live.ts"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
 
     def close(self) -> None:
         self._server.shutdown()
