@@ -29,7 +29,7 @@ def loaded_server(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("load-var")
     library = var_dir / "library"
     library.mkdir()
-    write_mp4(make_video(frame_count=24), library / "shapes.mp4")
+    write_mp4(make_video(frame_count=12), library / "shapes.mp4")
     # every client comes from 127.0.0.1: no per-client cap
     env = {
         "MAX_SESSIONS": str(CLIENTS),
