@@ -181,6 +181,8 @@ GRAPHENE = {
 # Where `manage.py sam2_weights fetch` puts the official SAM 2 and EdgeTAM checkpoints, and where
 # SAM2_CHECKPOINT=tiny (a size, an official file's stem, or edgetam) finds them.
 SAM2_MODELS_DIR = Path(env_str("SAM2_MODELS_DIR", "") or VAR_DIR / "models").resolve()
+# The fetch's wait before its first retry of a connection that failed, doubled for each next.
+SAM2_FETCH_RETRY_MS = env_int("SAM2_FETCH_RETRY_MS", 250, minimum=0)
 # The engine behind the segmentation API, and its options (checked at start-up). Unset: "auto",
 # which the segmentation app resolves at start-up (segmentation/services/process_engine.py): a
 # learned checkpoint in the models folder that fits this machine, else classic (engines/choice.py).

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+from django.conf import settings
 
 from segmentation.engines.sam2.catalogue import OFFICIAL, OfficialCheckpoint
 
@@ -95,7 +96,7 @@ def weights_fetch(
                     part=part,
                     kept_bytes=have,
                 ) from error
-            time.sleep(min(2 ** (attempt - 1), 8) * 0.25)
+            time.sleep(min(2 ** (attempt - 1), 8) * settings.SAM2_FETCH_RETRY_MS / 1000)
     _verify(part, sha256)
     part.replace(destination)
     return destination

@@ -538,10 +538,16 @@ def test_an_export_stops_when_its_client_hangs_up(budget_server, default_video_v
     pid = server_pid(budget_server)
     log = default_video_var / "budget.log"
 
-    # when the client sends it, and hangs up once the conversion has begun
+    idle = {child: cpu_seconds(child) for child in children(pid)}  # earlier exports' processes
+
+    # when the client sends it, and hangs up once the conversion has begun (a child of the
+    # server at work on it)
     with socket.create_connection((address.hostname, address.port)) as connection:
         json_post(connection, "/annotations/yolo.zip", body)
-        time.sleep(3)
+        deadline = time.monotonic() + 20
+        while not [c for c in children(pid) if cpu_seconds(c) - idle.get(c, 0) > 0.2]:
+            assert time.monotonic() < deadline, "no child of the server took up the export"
+            time.sleep(0.05)
 
     # then the server stops converting within a mask, and says so
     deadline = time.monotonic() + 10

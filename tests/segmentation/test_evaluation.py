@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -310,35 +312,83 @@ def test_evaluate_vos_corrections_protocol(video: Video, tmp_path: Path) -> None
     assert "J&F after each round" in result.stdout
 
 
-@pytest.mark.parametrize(
-    ("arguments", "message"),
-    [
-        (["--interactive", "101"], "--interactive takes 0..100 clicks, got 101"),
-        (["--rounds", "0"], "--rounds takes 1..100 rounds, got 0"),
-        (["--engine", "magic"], "engine 'magic': unknown engine 'magic' (engines: classic, sam2)"),
-        (["--option", "work_size"], "--option takes KEY=VALUE, got 'work_size'"),
-        (["--option", "work_size=1"], "engine 'classic': work_size must be within 64..4096, got 1"),
-        (["--clicks", "0"], "--clicks takes positive integers separated by commas, got '0'"),
-        (["--clicks", "a,b"], "--clicks takes positive integers separated by commas, got 'a,b'"),
-    ],
-)
-def test_evaluate_vos_bad_arguments(
-    video: Video, tmp_path: Path, arguments: list[str], message: str
-) -> None:
-    folder = write_davis(video, tmp_path / "shapes")
+BAD_ARGUMENTS = [
+    (["--interactive", "101"], "--interactive takes 0..100 clicks, got 101"),
+    (["--rounds", "0"], "--rounds takes 1..100 rounds, got 0"),
+    (["--engine", "magic"], "engine 'magic': unknown engine 'magic' (engines: classic, sam2)"),
+    (["--option", "work_size"], "--option takes KEY=VALUE, got 'work_size'"),
+    (["--option", "work_size=1"], "engine 'classic': work_size must be within 64..4096, got 1"),
+    (["--clicks", "0"], "--clicks takes positive integers separated by commas, got '0'"),
+    (["--clicks", "a,b"], "--clicks takes positive integers separated by commas, got 'a,b'"),
+]
 
-    result = manage("evaluate_vos", str(folder), *arguments, env=project_env(tmp_path / "var"))
+# Each command line given as manage.py runs it (execute_from_command_line, which prints a
+# CommandError to stderr and exits 1), one after the other in one process: its exit status and
+# stderr, as JSON, for each.
+REFUSALS = """
+import contextlib, io, json, os, sys
+import django
+django.setup()
+from django.core.management import execute_from_command_line
+seen = []
+for argv in json.loads(sys.argv[1]):
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            execute_from_command_line(["manage.py", *argv])
+            status = 0
+        except SystemExit as exit:
+            status = exit.code
+    seen.append([status, stderr.getvalue()])
+print(json.dumps(seen))
+"""
 
-    assert result.returncode == 1
-    assert result.stderr.strip() == f"CommandError: {message}"
+
+@pytest.fixture(scope="module")
+def refusals(video: Video, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """``evaluate_vos`` on the synthetic sequence with each of ``BAD_ARGUMENTS``, and on a
+    folder without sequences (keyed ``"empty"``), in one process (each command line in its own
+    process took about 2 s to start): ``{key: (exit status, stderr)}``."""
+    folder = tmp_path_factory.mktemp("refusals")
+    sequence = write_davis(video, folder / "shapes")
+    empty = folder / "empty"
+    empty.mkdir()
+    runs = {
+        str(arguments): ["evaluate_vos", str(sequence), *arguments]
+        for arguments, _ in BAD_ARGUMENTS
+    }
+    runs["empty"] = ["evaluate_vos", str(empty)]
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSALS, json.dumps(list(runs.values()))],
+        cwd=ROOT,
+        env=project_env(folder / "var"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    return {key: tuple(answer) for key, answer in zip(runs, seen, strict=True)} | {
+        "empty folder": str(empty)
+    }
 
 
-def test_evaluate_vos_refuses_a_folder_without_sequences(tmp_path: Path) -> None:
-    result = manage("evaluate_vos", str(tmp_path), env=project_env(tmp_path / "var"))
+@pytest.mark.parametrize(("arguments", "message"), BAD_ARGUMENTS)
+def test_evaluate_vos_bad_arguments(refusals: dict, arguments: list[str], message: str) -> None:
+    status, stderr = refusals[str(arguments)]
 
-    assert result.returncode == 1
-    assert result.stderr.strip() == (
-        f"CommandError: {tmp_path} holds no DAVIS-layout sequence (JPEGImages/, Annotations/)"
+    assert status == 1
+    assert stderr.strip() == f"CommandError: {message}"
+
+
+def test_evaluate_vos_refuses_a_folder_without_sequences(refusals: dict) -> None:
+    status, stderr = refusals["empty"]
+
+    assert status == 1
+    assert stderr.strip() == (
+        f"CommandError: {refusals['empty folder']} holds no DAVIS-layout sequence"
+        " (JPEGImages/, Annotations/)"
     )
 
 

@@ -9,8 +9,11 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
+import av
+import numpy as np
 import pytest
 import requests
 
@@ -43,13 +46,16 @@ def files_under(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
-@pytest.fixture
-def var(tmp_path: Path) -> Path:
-    return tmp_path / "var"
+@pytest.fixture(scope="module")
+def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("preparations") / "var"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(var: Path) -> Iterator[str]:
+    """One server for the module's tests: each leaves no upload of its client's preparing
+    (UPLOADS_PER_CLIENT=1), and the ones that look at the media folder compare it with what it
+    held when they began."""
     with running_server(var, UPLOADS_PER_CLIENT="1", MAX_UPLOAD_PIXELS=str(320 * 240)) as url:
         yield url
 
@@ -213,17 +219,43 @@ def test_a_clients_flood_is_refused_past_its_share(
     assert browser.delete(f"{server}/uploads/{first['id']}", timeout=10).status_code == 204
 
 
+@pytest.fixture(scope="module")
+def slowish_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Twenty seconds of the slow video's noise (500 frames at 25 fps): transcoded in a
+    second or two, long enough for a server to be killed in the middle, short enough to be
+    prepared again whole."""
+    path = tmp_path_factory.mktemp("slowish") / "noise.mp4"
+    noise = [
+        np.random.default_rng(n).integers(0, 256, (240, 320, 3), dtype=np.uint8) for n in range(50)
+    ]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        stream.options = {"preset": "ultrafast", "crf": "30"}
+        for index in range(500):
+            frame = av.VideoFrame.from_ndarray(noise[index % 50], format="rgb24")
+            frame.pts, frame.time_base = index, Fraction(1, 25)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
 def test_a_preparation_the_server_was_killed_in_is_taken_up_when_it_comes_back(
-    var: Path, slow_video: Path
+    tmp_path: Path, slowish_video: Path
 ) -> None:
+    var = tmp_path / "var"
     browser = requests.Session()
     settings = {"PREPARATION_LEASE_SEC": "1"}
     with running_server(var, port=free_port(), **settings) as server:
-        upload = post(server, browser, slow_video).json()
+        upload = post(server, browser, slowish_video).json()
         until(browser, f"{server}/uploads", lambda a: a["uploads"][0]["framesDone"] > 0)
         os.kill(server_pid(server), signal.SIGKILL)
         # its child goes with it, leaving its partial file
         time.sleep(1)
+    # (killed in the middle: the preparation was not done)
+    assert files_under(var / "media" / "uploads" / ".preparing") != []
 
     with running_server(var, log_name="restarted.log", **settings) as server:
         ready = until(
@@ -233,5 +265,6 @@ def test_a_preparation_the_server_was_killed_in_is_taken_up_when_it_comes_back(
             timeout=90,
         )
 
-        assert (ready["state"], ready["framesDone"]) == ("ready", 1440)
+        assert (ready["state"], ready["framesDone"]) == ("ready", 480)
         assert files_under(var / "media" / "uploads" / ".preparing") == []
+    assert f"taking up the upload {upload['id']} (preparing)" in (var / "restarted.log").read_text()

@@ -122,12 +122,26 @@ def worker_running(var: Path, env: dict[str, str], name: str) -> Iterator[subpro
 
 
 @pytest.fixture(scope="module")
-def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], Workers, str]]:
-    var = tmp_path_factory.mktemp("workers-var")
+def layout_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The layout's VAR_DIR (its database, its logs)."""
+    return tmp_path_factory.mktemp("workers-var")
+
+
+@pytest.fixture(scope="module")
+def layout_settings() -> dict[str, str]:
+    """The environment of the layout's web processes and workers (beyond ``project_env``)."""
+    return worker_settings(MAX_SESSIONS="16")
+
+
+@pytest.fixture(scope="module")
+def layout(
+    tmp_path_factory: pytest.TempPathFactory, layout_var: Path, layout_settings: dict[str, str]
+) -> Iterator[tuple[list[str], Workers, str]]:
+    var = layout_var
     videos = tmp_path_factory.mktemp("workers-videos")
     write_mp4(make_video(SHORT_FRAMES), videos / "short.mp4")
     write_mp4(make_video(240), videos / "long.mp4")
-    extra = worker_settings(MAX_SESSIONS="16")
+    extra = layout_settings
     prefix = extra["SEGMENTATION_WORKERS_PREFIX"]
     env = project_env(var, **extra)
     migrated(env)
@@ -382,46 +396,44 @@ def test_the_annotator_names_the_engine_of_the_worker_holding_the_session(layout
     assert (gone.status_code, gone.json()["code"]) == (404, "SESSION_NOT_FOUND")
 
 
-def test_a_propagation_job_runs_on_its_worker_through_a_restart_of_the_front(tmp_path: Path):
-    # given a worker, and a front where an annotator started a propagation job
-    videos = tmp_path / "videos"
-    videos.mkdir()
-    write_mp4(make_video(240), videos / "long.mp4")
-    extra = worker_settings()
-    env = project_env(tmp_path, **extra)
-    migrated(env)
-    assert manage("import_videos", str(videos), env=env).returncode == 0
+def test_a_propagation_job_runs_on_its_worker_through_a_restart_of_the_front(
+    layout, layout_var: Path, layout_settings: dict[str, str]
+):
+    # given the layout's workers, and a front of its own where an annotator started a
+    # propagation job
+    extra = layout_settings
     browser = requests.Session()
-    with worker_running(tmp_path, env, "a"):
-        with running_server(tmp_path, port=free_port(), log_name="front.log", **extra) as front:
-            browser.get(f"{front}/annotate/", timeout=30)
-            session_id = browser.post(
-                f"{front}/graphql",
-                json={
-                    "query": 'mutation { startSession(input: {path: "gallery/long.mp4"}) '
-                    "{ sessionId } }"
-                },
-                headers={"X-Keep-Work": "1"},
-                timeout=60,
-            ).json()["data"]["startSession"]["sessionId"]
-            graphql(front, ADD, input=click_input(session_id, 1, 0))
-            answer = browser.post(
-                f"{front}/sessions/{session_id}/propagation",
-                json={"start_frame_index": 0, "direction": "forward"},
-                timeout=30,
-            )
-            job_id = answer.json()["job"]["id"]
+    with running_server(layout_var, port=free_port(), log_name="front.log", **extra) as front:
+        browser.get(f"{front}/annotate/", timeout=30)
+        session_id = browser.post(
+            f"{front}/graphql",
+            json={
+                "query": 'mutation { startSession(input: {path: "gallery/long.mp4"}) '
+                "{ sessionId } }"
+            },
+            headers={"X-Keep-Work": "1"},
+            timeout=60,
+        ).json()["data"]["startSession"]["sessionId"]
+        graphql(front, ADD, input=click_input(session_id, 1, 0))
+        answer = browser.post(
+            f"{front}/sessions/{session_id}/propagation",
+            json={"start_frame_index": 0, "direction": "forward"},
+            timeout=30,
+        )
+        job_id = answer.json()["job"]["id"]
 
-            def job(server: str) -> dict:
-                jobs = browser.get(f"{server}/propagations", timeout=10).json()["jobs"]
-                return next(job for job in jobs if job["id"] == job_id)
+        def job(server: str) -> dict:
+            jobs = browser.get(f"{server}/propagations", timeout=10).json()["jobs"]
+            return next(job for job in jobs if job["id"] == job_id)
 
-            # when the front is killed while the job runs
-            wait_for(lambda: job(front)["done"] >= 10)
-            os.kill(server_pid(front), signal.SIGKILL)
+        # when the front is killed while the job runs
+        wait_for(lambda: job(front)["done"] >= 10)
+        os.kill(server_pid(front), signal.SIGKILL)
 
-        # then a front started again finds the job gone on meanwhile, and ending on the worker
-        with running_server(tmp_path, log_name="front-again.log", **extra) as front:
-            ended = wait_for(lambda: (j := job(front))["status"] != "running" and j, 60)
-            assert (ended["status"], ended["done"], ended["frames"]) == ("done", 240, 240)
-            assert ended["session_id"] == session_id  # never taken up elsewhere
+    # then a front started again finds the job gone on meanwhile, and ending on the worker
+    with running_server(layout_var, log_name="front-again.log", **extra) as front:
+        ended = wait_for(lambda: (j := job(front))["status"] != "running" and j, 60)
+        assert (ended["status"], ended["done"], ended["frames"]) == ("done", 240, 240)
+        assert ended["session_id"] == session_id  # never taken up elsewhere
+        closed = graphql(front, CLOSE, input={"sessionId": session_id})
+        assert closed["data"]["closeSession"]["success"] is True

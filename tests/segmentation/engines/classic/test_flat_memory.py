@@ -34,11 +34,12 @@ def same(first: Masks, second: Masks) -> bool:
 
 
 def test_with_a_store_a_propagation_tracks_as_without_it_in_flat_memory() -> None:
-    # given a video four times longer than the results a state keeps with a store
-    frames = DrawnFrames(1000)
+    # given a video four times longer than the results a state keeps with a store (256 by
+    # default; 32 here, which lets go of results as 256 does, on an eighth of the frames)
+    frames = DrawnFrames(128)
     store = Store()
-    flat, full = opened(frames, store), opened(frames, None)
-    assert flat.results_kept == 256
+    assert opened(frames, store).results_kept == 256
+    flat, full = opened(frames, store, kept=32), opened(frames, None)
     store.keep(0, clicked(flat, frames, 0))
     clicked(full, frames, 0)
     held: dict[tuple[str, int], int] = {}
@@ -50,17 +51,17 @@ def test_with_a_store_a_propagation_tracks_as_without_it_in_flat_memory() -> Non
     ):
         yielded[index] = store.keep(index, masks)
         assert same(masks, plain), index
-        if index in (500, 999):
+        if index in (64, 127):
             held["flat", index], held["full", index] = held_bytes(flat), held_bytes(full)
 
-    # then the state with the store holds as much at frame 999 as at frame 500 (a result is a
+    # then the state with the store holds as much at frame 127 as at frame 64 (a result is a
     # packed 96 x 64 mask: 768 bytes), and the one without it a result a frame more
-    assert sorted(yielded) == list(range(1000))
-    assert held["flat", 999] == held["flat", 500]
-    assert held["full", 999] - held["full", 500] == 499 * 768
-    assert len(flat._results[1]) == 256
+    assert sorted(yielded) == list(range(128))
+    assert held["flat", 127] == held["flat", 64]
+    assert held["full", 127] - held["full", 64] == 63 * 768
+    assert len(flat._results[1]) == 32
     # and every frame's masks are those it yielded, the evicted ones recalled
-    assert all(same(flat.masks(frame_index=i), yielded[i]) for i in range(1000))
+    assert all(same(flat.masks(frame_index=i), yielded[i]) for i in range(128))
 
 
 def test_evicted_results_are_recalled_both_ways_and_the_serials_stay_current() -> None:
@@ -193,18 +194,19 @@ def test_a_restored_anchor_is_checked_as_a_given_mask_is() -> None:
 
 
 def test_results_carried_back_from_an_anchor_ahead_are_kept_until_the_pass_shows_them() -> None:
-    # given anchors on the first and the last of 300 frames, and a state keeping 16 results
-    frames = DrawnFrames(300)
+    # given anchors on the first and the last of 96 frames, and a state keeping 16 results
+    frames = DrawnFrames(96)
     store = Store()
     flat, full = opened(frames, store, kept=16), opened(frames, None)
     for state in (flat, full):
-        for frame_index in (0, 299):
+        for frame_index in (0, 95):
             masks = clicked(state, frames, frame_index)
             if state is flat:
                 store.keep(frame_index, masks)
 
-    # when both propagate forward from the first: past frame 150 each frame's mask is carried
-    # back from frame 299, in one sweep that reaches the pass's frame before the pass does
+    # when both propagate forward from the first: past frame 48 each frame's mask is carried
+    # back from frame 95 (three times the results kept), in one sweep that reaches the pass's
+    # frame before the pass does
     for (index, masks), (_, plain) in zip(
         flat.propagate(start_frame_index=0, direction="forward"),
         full.propagate(start_frame_index=0, direction="forward"),

@@ -103,6 +103,17 @@ def checkpoint_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return small_checkpoint(tmp_path_factory.mktemp("weights") / "made.pt").read_bytes()
 
 
+@pytest.fixture(autouse=True)
+def retried_at_once(settings) -> None:
+    """The fetches in this process try a failed connection again at once (the waits between
+    tries, 1.75 s in all, are the only thing that changes)."""
+    settings.SAM2_FETCH_RETRY_MS = 0
+
+
+# The same for the commands' processes.
+AT_ONCE = {"SAM2_FETCH_RETRY_MS": "0"}
+
+
 @pytest.fixture
 def upstream(checkpoint_bytes: bytes) -> Iterator[Upstream]:
     served = Upstream(checkpoint_bytes)
@@ -228,7 +239,9 @@ def test_a_fetch_that_got_nothing_says_what_to_do_next(tmp_path: Path) -> None:
     # given an address that refuses every connection (as a network that reaches nothing does)
     url = refused_address()
 
-    failed = manage("sam2_weights", "fetch", "edgetam", "--url", url, env=project_env(tmp_path))
+    failed = manage(
+        "sam2_weights", "fetch", "edgetam", "--url", url, env=project_env(tmp_path, **AT_ONCE)
+    )
 
     # then the error promises no resume (nothing came), and names the other ways: another
     # address, or the file fetched some other way, where it goes and how it is checked
@@ -250,7 +263,7 @@ def test_a_fetch_that_got_nothing_says_what_to_do_next(tmp_path: Path) -> None:
 
 def test_a_fetch_that_kept_bytes_says_it_resumes(upstream: Upstream, tmp_path: Path) -> None:
     # given a server that closes every response early
-    env = project_env(tmp_path)
+    env = project_env(tmp_path, **AT_ONCE)
     command = ("sam2_weights", "fetch", "tiny", "--url", f"{upstream.url}/truncated.pt")
 
     failed = manage(*command, env=env)
@@ -495,7 +508,7 @@ def test_fetched_by_name_the_server_segments_with_it(upstream: Upstream, tmp_pat
     var, videos = tmp_path / "var", tmp_path / "videos"
     videos.mkdir()
     write_mp4(make_video(6), videos / "short.mp4")
-    env = project_env(var)
+    env = project_env(var, **AT_ONCE)
     fetched = manage(
         "sam2_weights",
         "fetch",
