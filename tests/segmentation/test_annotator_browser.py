@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -40,9 +41,8 @@ CORRECTED = 100  # the frame the correction round clicks on
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    var_dir = tmp_path_factory.mktemp("annotator-var")
-    with running_server(var_dir, MAX_UPLOAD_MB=str(MAX_UPLOAD_MB)) as base_url:
+def server(default_video_var):
+    with running_server(default_video_var, MAX_UPLOAD_MB=str(MAX_UPLOAD_MB)) as base_url:
         yield base_url
 
 
@@ -487,19 +487,26 @@ def test_upload_refusals_are_explained(
     assert page.locator(".video-card").count() == cards
 
 
-def test_the_gallery_pages_on(page, tmp_path: Path) -> None:
+@pytest.fixture
+def var_with_default_video(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A VAR_DIR of the test's own, a copy of the run's that holds the default video (drawn once
+    for the run: a `manage.py default_video` of its own took seconds of two loaded cores)."""
+    var_dir = tmp_path / "var"
+    shutil.copytree(request.getfixturevalue("_default_video_var"), var_dir)
+    return var_dir
+
+
+def test_the_gallery_pages_on(page, tmp_path: Path, var_with_default_video: Path) -> None:
     # given a library of 26 videos: the default one and 25 imported
     folder = tmp_path / "library"
     folder.mkdir()
     clip = write_mp4(make_video(frame_count=2), tmp_path / "clip.mp4")
     for n in range(25):
         (folder / f"clip-{n:02d}.mp4").write_bytes(clip.read_bytes())
-    var_dir = tmp_path / "var"
-    var_dir.mkdir()
+    var_dir = var_with_default_video
     with running_server(var_dir) as other_server:
-        for command in (["default_video"], ["import_videos", str(folder)]):
-            done = manage(*command, env=project_env(var_dir))
-            assert done.returncode == 0, done.stderr
+        done = manage("import_videos", str(folder), env=project_env(var_dir))
+        assert done.returncode == 0, done.stderr
 
         page.goto(f"{other_server}/")
         page.wait_for_selector(".video-card")

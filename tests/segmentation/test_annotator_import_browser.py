@@ -37,8 +37,8 @@ ENDED = "This page's session had ended on the server; a new one is open, with yo
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("annotator-import-var")) as base_url:
+def server(default_video_var):
+    with running_server(default_video_var) as base_url:
         yield base_url
 
 
