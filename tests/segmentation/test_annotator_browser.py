@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import requests
 from PIL import Image
+from playwright.sync_api import expect
 from pycocotools import mask as coco_mask
 
 from segmentation.demo_video import demo_masks
@@ -372,32 +373,33 @@ def test_objects_have_their_own_colours_and_points_can_be_removed(server, page) 
     assert server_annotations(server, session_id)["frames"] == []
 
 
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        ("{not json", "bad.json is not a JSON annotation file."),
-        ('{"video": "gallery/other.mp4", "frames": []}',
-         'bad.json holds annotations of "gallery/other.mp4", not of this video.'),
-        ('{"video": "gallery/default.mp4", "frames": [{"frame_index": 999, "objects": []}]}',
-         "bad.json was not imported: frames[0].frame_index must be within 0..143, got 999"),
-    ],
-)  # fmt: skip
-def test_import_refusals_are_explained_and_change_nothing(
-    server, page, tmp_path: Path, content: str, message: str
-) -> None:
+IMPORT_REFUSALS = [
+    ("{not json", "bad.json is not a JSON annotation file."),
+    ('{"video": "gallery/other.mp4", "frames": []}',
+     'bad.json holds annotations of "gallery/other.mp4", not of this video.'),
+    ('{"video": "gallery/default.mp4", "frames": [{"frame_index": 999, "objects": []}]}',
+     "bad.json was not imported: frames[0].frame_index must be within 0..143, got 999"),
+]  # fmt: skip
+
+
+def test_import_refusals_are_explained_and_change_nothing(server, page, tmp_path: Path) -> None:
+    # one session for the three files, each refused in turn (a session opened for each took
+    # seconds of two loaded cores, and showed no more)
     session_id = open_default_video(server, page)
     with page.expect_response(is_add_points):
         click_at(page, 256, 216)
     before = server_annotations(server, session_id)
-    file = tmp_path / "bad.json"
-    file.write_text(content)
 
-    page.set_input_files("#import-file", str(file))
-    page.wait_for_selector("#message.error")
+    for number, (content, message) in enumerate(IMPORT_REFUSALS):
+        file = tmp_path / str(number) / "bad.json"
+        file.parent.mkdir()
+        file.write_text(content)
 
-    assert page.text_content("#message") == message
-    assert server_annotations(server, session_id) == before
-    assert page.text_content("#objects li .object-pick") == "Object 1 · clicked on 1 frame"
+        page.set_input_files("#import-file", str(file))
+
+        expect(page.locator("#message.error")).to_have_text(message)
+        assert server_annotations(server, session_id) == before
+        assert page.text_content("#objects li .object-pick") == "Object 1 · clicked on 1 frame"
 
 
 def test_session_is_pinged_while_open_and_closed_when_left(server, page) -> None:
