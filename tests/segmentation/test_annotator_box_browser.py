@@ -25,7 +25,7 @@ from tests.segmentation.test_annotator_browser import (
     overlay_pixel,
     server_annotations,
 )
-from tests.segmentation.test_annotator_workplace_browser import overlay_settled, rgb_of
+from tests.segmentation.test_annotator_workplace_browser import go_to, overlay_settled, rgb_of
 
 MARGIN = 8  # video pixels between the box object and the box drawn around it
 # Box prompts on the classic engine (GrabCut's rectangle) find the box object this well, at least
@@ -36,8 +36,8 @@ ADD_POINTS = """mutation($input: AddPointsInput!) {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("annotator-box-var")) as base_url:
+def server(default_video_var):
+    with running_server(default_video_var) as base_url:
         yield base_url
 
 
@@ -175,6 +175,11 @@ def test_a_drag_draws_a_box_that_lives_with_the_clicks(server, page, tmp_path: P
     assert np.allclose(item["points"], sent[3]["points"], rtol=0, atol=1e-12)
 
     # and a session reopened after it ended starts with the box and the click, from the store
+    # (reopened by a propagation, bounded to frames 0..2 by an end marked with its key: the
+    # whole video's took 6 s of two loaded cores, and shows no more here)
+    go_to(page, 3)
+    page.keyboard.press("e")
+    go_to(page, 1)
     closed = graphql(
         server,
         "mutation($s: String!) { closeSession(input: {sessionId: $s}) { success } }",
@@ -183,6 +188,7 @@ def test_a_drag_draws_a_box_that_lives_with_the_clicks(server, page, tmp_path: P
     assert closed == {"data": {"closeSession": {"success": True}}}
     page.click("#propagate")
     page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+    assert page.text_content("#progress-label") == "Done: 3 frames from frame 1."
     assert page.text_content("#message") == (
         "The session had ended on the server; a new one is open, with your work."
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import requests
 from PIL import Image
+from playwright.sync_api import expect
 from pycocotools import mask as coco_mask
 
 from segmentation.demo_video import demo_masks
@@ -40,9 +42,8 @@ CORRECTED = 100  # the frame the correction round clicks on
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    var_dir = tmp_path_factory.mktemp("annotator-var")
-    with running_server(var_dir, MAX_UPLOAD_MB=str(MAX_UPLOAD_MB)) as base_url:
+def server(default_video_var):
+    with running_server(default_video_var, MAX_UPLOAD_MB=str(MAX_UPLOAD_MB)) as base_url:
         yield base_url
 
 
@@ -372,32 +373,33 @@ def test_objects_have_their_own_colours_and_points_can_be_removed(server, page) 
     assert server_annotations(server, session_id)["frames"] == []
 
 
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        ("{not json", "bad.json is not a JSON annotation file."),
-        ('{"video": "gallery/other.mp4", "frames": []}',
-         'bad.json holds annotations of "gallery/other.mp4", not of this video.'),
-        ('{"video": "gallery/default.mp4", "frames": [{"frame_index": 999, "objects": []}]}',
-         "bad.json was not imported: frames[0].frame_index must be within 0..143, got 999"),
-    ],
-)  # fmt: skip
-def test_import_refusals_are_explained_and_change_nothing(
-    server, page, tmp_path: Path, content: str, message: str
-) -> None:
+IMPORT_REFUSALS = [
+    ("{not json", "bad.json is not a JSON annotation file."),
+    ('{"video": "gallery/other.mp4", "frames": []}',
+     'bad.json holds annotations of "gallery/other.mp4", not of this video.'),
+    ('{"video": "gallery/default.mp4", "frames": [{"frame_index": 999, "objects": []}]}',
+     "bad.json was not imported: frames[0].frame_index must be within 0..143, got 999"),
+]  # fmt: skip
+
+
+def test_import_refusals_are_explained_and_change_nothing(server, page, tmp_path: Path) -> None:
+    # one session for the three files, each refused in turn (a session opened for each took
+    # seconds of two loaded cores, and showed no more)
     session_id = open_default_video(server, page)
     with page.expect_response(is_add_points):
         click_at(page, 256, 216)
     before = server_annotations(server, session_id)
-    file = tmp_path / "bad.json"
-    file.write_text(content)
 
-    page.set_input_files("#import-file", str(file))
-    page.wait_for_selector("#message.error")
+    for number, (content, message) in enumerate(IMPORT_REFUSALS):
+        file = tmp_path / str(number) / "bad.json"
+        file.parent.mkdir()
+        file.write_text(content)
 
-    assert page.text_content("#message") == message
-    assert server_annotations(server, session_id) == before
-    assert page.text_content("#objects li .object-pick") == "Object 1 · clicked on 1 frame"
+        page.set_input_files("#import-file", str(file))
+
+        expect(page.locator("#message.error")).to_have_text(message)
+        assert server_annotations(server, session_id) == before
+        assert page.text_content("#objects li .object-pick") == "Object 1 · clicked on 1 frame"
 
 
 def test_session_is_pinged_while_open_and_closed_when_left(server, page) -> None:
@@ -487,19 +489,26 @@ def test_upload_refusals_are_explained(
     assert page.locator(".video-card").count() == cards
 
 
-def test_the_gallery_pages_on(page, tmp_path: Path) -> None:
+@pytest.fixture
+def var_with_default_video(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A VAR_DIR of the test's own, a copy of the run's that holds the default video (drawn once
+    for the run: a `manage.py default_video` of its own took seconds of two loaded cores)."""
+    var_dir = tmp_path / "var"
+    shutil.copytree(request.getfixturevalue("_default_video_var"), var_dir)
+    return var_dir
+
+
+def test_the_gallery_pages_on(page, tmp_path: Path, var_with_default_video: Path) -> None:
     # given a library of 26 videos: the default one and 25 imported
     folder = tmp_path / "library"
     folder.mkdir()
     clip = write_mp4(make_video(frame_count=2), tmp_path / "clip.mp4")
     for n in range(25):
         (folder / f"clip-{n:02d}.mp4").write_bytes(clip.read_bytes())
-    var_dir = tmp_path / "var"
-    var_dir.mkdir()
+    var_dir = var_with_default_video
     with running_server(var_dir) as other_server:
-        for command in (["default_video"], ["import_videos", str(folder)]):
-            done = manage(*command, env=project_env(var_dir))
-            assert done.returncode == 0, done.stderr
+        done = manage("import_videos", str(folder), env=project_env(var_dir))
+        assert done.returncode == 0, done.stderr
 
         page.goto(f"{other_server}/")
         page.wait_for_selector(".video-card")

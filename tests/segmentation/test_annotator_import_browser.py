@@ -18,7 +18,6 @@ from segmentation.rle import rle_decode, rle_encode
 from tests.conftest import running_server
 from tests.segmentation.test_annotator_box_browser import MIN_IOU, drag, iou, overlay_rect
 from tests.segmentation.test_annotator_browser import (
-    FRAMES,
     WIDTH,
     click_at,
     farthest,
@@ -30,13 +29,16 @@ from tests.segmentation.test_annotator_browser import (
 from tests.segmentation.test_annotator_workplace_browser import go_to
 
 OTHER_FRAME = 30  # 0-based: the second frame the round trip clicks on
+# 0-based: the marked end of the propagations from frame 0, past the frames clicked on (the
+# whole video's 144 frames took 11 s of two loaded cores a propagation, and show no more)
+END = 40
 VIDEO = "gallery/default.mp4"
 ENDED = "This page's session had ended on the server; a new one is open, with your work."
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("annotator-import-var")) as base_url:
+def server(default_video_var):
+    with running_server(default_video_var) as base_url:
         yield base_url
 
 
@@ -49,10 +51,19 @@ def close_session(server: str, session_id: str) -> None:
     assert closed == {"data": {"closeSession": {"success": True}}}
 
 
+def mark_end(page, frame_index: int) -> None:
+    """Mark the propagations' end on the frame with its key, then show frame 0 again."""
+    go_to(page, frame_index + 1)
+    page.keyboard.press("e")
+    expect(page.locator("#mark-end")).to_have_text(f"Clear end (frame {frame_index + 1})")
+    go_to(page, 1)
+
+
 def propagate(page) -> None:
+    """Propagate from frame 0 to the marked end ``END``."""
     page.click("#propagate")
     page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
-    expect(page.locator("#progress-label")).to_have_text(f"Done: {FRAMES} frames from frame 1.")
+    expect(page.locator("#progress-label")).to_have_text(f"Done: {END + 1} frames from frame 1.")
 
 
 def click_on(page, frame_index: int, name: str) -> None:
@@ -118,7 +129,9 @@ def test_an_export_imported_into_a_new_session_propagates_to_the_same_masks(
         for item in frame["objects"]
     }
     assert clicked == {(0, 1): [1], (0, 2): [2, 3], (OTHER_FRAME, 1): [1], (OTHER_FRAME, 2): [1]}
+    mark_end(page, END)
     propagate(page)
+    assert len(server_annotations(server, first)["frames"]) == END + 1
 
     # when the video is opened afresh (a new session) and the file imported there
     video_id = parse_qs(urlparse(page.url).query)["video"][0]
@@ -132,10 +145,12 @@ def test_an_export_imported_into_a_new_session_propagates_to_the_same_masks(
     )
     assert same_work(server_annotations(server, second), exported)
 
-    # then a propagation from the same frame gives the first session's masks, exactly
+    # then a propagation from the same frame to the same end gives the first session's masks,
+    # exactly
+    mark_end(page, END)
     propagate(page)
     assert server_annotations(server, second) == server_annotations(server, first)
-    assert page.get_attribute("#timeline", "data-masked") == str(FRAMES)
+    assert page.get_attribute("#timeline", "data-masked") == str(END + 1)
 
 
 def given_file(path: Path) -> dict:
@@ -156,18 +171,19 @@ def given_file(path: Path) -> dict:
 def test_imported_masks_are_given_to_a_session_reopened_after_it_ended(
     server, page, tmp_path: Path
 ) -> None:
-    # given a masks-only file imported, then the session lost by the server
+    # given a masks-only file imported, the propagations' end marked, then the session lost by
+    # the server
     first = open_default_video(server, page)
     given = given_file(tmp_path / "given.json")
     page.set_input_files("#import-file", str(tmp_path / "given.json"))
     expect(page.locator("#message")).to_have_text(
         "Imported the masks and clicks of 1 frame from given.json."
     )
+    mark_end(page, END)
     close_session(server, first)
 
     # when the person propagates
-    page.click("#propagate")
-    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+    propagate(page)
 
     # then the page opened a new session, which has the imported mask from the server's store
     # as its prompt, and propagated it
@@ -179,11 +195,11 @@ def test_imported_masks_are_given_to_a_session_reopened_after_it_ended(
     assert page.get_attribute("#timeline", "data-prompted") == "0"
     assert given["frames"][0]["frame_index"] == 0
     frames = server_annotations(server, second)["frames"]
-    assert [frame["frame_index"] for frame in frames] == list(range(FRAMES))
+    assert [frame["frame_index"] for frame in frames] == list(range(END + 1))
     # the engine redoes the prompt's frame from the mask: the box object still
     assert iou(rle_decode(frames[0]["objects"][0]["mask"]), demo_masks(0)["box"]) >= MIN_IOU
     followed = [frame["objects"][0]["mask"] for frame in frames[1:]]
-    assert [rle_decode(mask).any() for mask in followed] == [True] * (FRAMES - 1)
+    assert [rle_decode(mask).any() for mask in followed] == [True] * END
 
 
 def test_clear_frame_forgets_an_imported_mask_as_it_forgets_clicks(

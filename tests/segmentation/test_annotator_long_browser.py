@@ -38,12 +38,12 @@ def square_mask(frame_index: int) -> np.ndarray:
     return mask
 
 
-def write_long_video(path: Path) -> Path:
+def write_long_video(path: Path, frames: int = FRAMES) -> Path:
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=24)
         stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
         stream.options = {"crf": "10", "g": "48"}
-        for index in range(FRAMES):
+        for index in range(frames):
             image = np.full((HEIGHT, WIDTH, 3), (40, 60, 90), np.uint8)
             image[square_mask(index)] = (240, 220, 60)
             for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
@@ -54,10 +54,10 @@ def write_long_video(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, default_video_var):
     folder = tmp_path_factory.mktemp("long-library")
     write_long_video(folder / "long.mp4")
-    var_dir = tmp_path_factory.mktemp("annotator-long-var")
+    var_dir = default_video_var
     with running_server(var_dir) as base_url:
         done = manage("import_videos", str(folder), env=project_env(var_dir))
         assert done.returncode == 0, done.stderr

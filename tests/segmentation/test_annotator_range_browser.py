@@ -21,8 +21,8 @@ START, END = 5, 20  # 0-based: the clicked frame the propagation starts from, th
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("annotator-range-var")) as base_url:
+def server(default_video_var):
+    with running_server(default_video_var) as base_url:
         yield base_url
 
 

@@ -2,10 +2,10 @@
 real server (issue 48, item 2; issue 50): a reload after a restart gives the lost session's work
 back from the server's store without waiting on engine time, and an operation the server refuses
 for a while is counted down on the page and sent again by itself, with the clicks made meanwhile
-said to wait and then sent. The servers' sessions may spend a burst of one engine-second, then a
-hundredth of a core (the restart's server, which the test restarts on the same port, the tab's
-origin, and VAR_DIR, whose database keeps the work), or a tenth (the other's, so that its
-waits are short)."""
+said to wait and then sent. The module's one server, restarted on the same port (the tab's
+origin) and VAR_DIR (whose database keeps the work), lets a session spend a burst of one
+engine-second, then a tenth of a core (so that the countdown's waits are short), or a hundredth
+once the restart test has restarted it (so that a replay charged as new work would be refused)."""
 
 from __future__ import annotations
 
@@ -39,75 +39,43 @@ WAIT = "This session has used its share of the engine for now"
 
 
 class Server:
-    """The real server on a port of its own, restarted on demand (the module's servers share a
-    VAR_DIR, each with its own logs)."""
+    """The real server on a port of its own, restarted on demand, with its share of a core for
+    each session given anew (each start with its own log)."""
 
-    def __init__(self, var_dir: Path, name: str, *, share_percent: int) -> None:
-        self.var_dir, self.name, self.port, self.starts = var_dir, name, free_port(), 0
-        self.limits = {**LIMITS, "SESSION_ENGINE_SHARE_PERCENT": str(share_percent)}
+    def __init__(self, var_dir: Path, *, share_percent: int) -> None:
+        self.var_dir, self.port, self.starts = var_dir, free_port(), 0
         self._running = contextlib.ExitStack()
-        self.start()
+        self.start(share_percent)
 
-    def start(self) -> None:
+    def start(self, share_percent: int) -> None:
         self.starts += 1
-        log = f"daphne-{self.name}-{self.starts}.log"
+        self.share_percent = share_percent
+        limits = {**LIMITS, "SESSION_ENGINE_SHARE_PERCENT": str(share_percent)}
+        log = f"daphne-{self.starts}.log"
         self.url = self._running.enter_context(
-            running_server(self.var_dir, port=self.port, log_name=log, **self.limits)
+            running_server(self.var_dir, port=self.port, log_name=log, **limits)
         )
 
-    def restart(self) -> None:
+    def restart(self, share_percent: int) -> None:
         self._running.close()
-        self.start()
+        self.start(share_percent)
 
     def stop(self) -> None:
         self._running.close()
 
 
-@pytest.fixture(scope="module")
-def restarting_server(default_video_var: Path) -> Iterator[Server]:
-    server = Server(default_video_var, "restarting", share_percent=1)
-    yield server
-    server.stop()
+# A session's share of a core: a tenth, so that the countdown test's waits are short; a
+# hundredth after the restart, so that a replay charged as new work would be refused.
+WAITING_SHARE, RESTARTED_SHARE = 10, 1
 
 
 @pytest.fixture(scope="module")
 def server(default_video_var: Path) -> Iterator[Server]:
-    server = Server(default_video_var, "waiting", share_percent=10)
+    """One server for the module (a start is seconds of two loaded cores): the countdown test
+    runs first, on it as started; the restart test restarts it."""
+    server = Server(default_video_var, share_percent=WAITING_SHARE)
     yield server
     server.stop()
-
-
-def test_a_reload_after_a_restart_gives_the_work_back_from_the_store_without_waiting(
-    restarting_server, page
-) -> None:
-    server = restarting_server
-    # given the box clicked on four frames and propagated through the video
-    first = open_default_video(server.url, page)
-    for frame_index in CLICKED:
-        go_to(page, frame_index + 1)
-        click_on_box(page, frame_index)
-    go_to(page, 1)
-    page.click("#propagate")
-    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
-
-    # when the server restarts and the page is reloaded
-    server.restart()
-    refused = []
-    page.on("response", lambda r: refused.append(r.url) if r.status == 429 else None)
-    page.reload()
-    page.wait_for_selector("#editor[data-ready=true]")
-
-    # then a new session has the work from the store at once, without a refusal
-    assert page.text_content("#message") == ENDED
-    assert refused == []
-    second = page.get_attribute("#editor", "data-session-id")
-    assert second != first
-    assert page.get_attribute("#timeline", "data-mask-runs") == f"0-{FRAMES - 1}"
-    assert page.get_attribute("#timeline", "data-prompted") == ",".join(map(str, CLICKED))
-    frames = server_annotations(server.url, second)["frames"]
-    assert [frame["frame_index"] for frame in frames] == list(range(FRAMES))
-    assert page.is_enabled("#propagate")
-    assert page.is_enabled("#add-object")
 
 
 def spend_engine_time(server: str, session_id: str) -> int:
@@ -128,6 +96,8 @@ def spend_engine_time(server: str, session_id: str) -> int:
 def test_a_refused_click_is_counted_down_and_sent_again_with_the_clicks_made_meanwhile(
     server, page
 ) -> None:
+    if server.share_percent != WAITING_SHARE:  # the restart test ran first
+        server.restart(share_percent=WAITING_SHARE)
     # given a session whose engine time has just been spent, and frame 11 shown
     session_id = open_default_video(server.url, page)
     go_to(page, 11)
@@ -162,3 +132,35 @@ def test_a_refused_click_is_counted_down_and_sent_again_with_the_clicks_made_mea
         "Object 1 · clicked on 1 frame"
     )
     assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+def test_a_reload_after_a_restart_gives_the_work_back_from_the_store_without_waiting(
+    server, page
+) -> None:
+    # given the box clicked on four frames and propagated through the video
+    first = open_default_video(server.url, page)
+    for frame_index in CLICKED:
+        go_to(page, frame_index + 1)
+        click_on_box(page, frame_index)
+    go_to(page, 1)
+    page.click("#propagate")
+    page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+
+    # when the server restarts and the page is reloaded
+    server.restart(share_percent=RESTARTED_SHARE)
+    refused = []
+    page.on("response", lambda r: refused.append(r.url) if r.status == 429 else None)
+    page.reload()
+    page.wait_for_selector("#editor[data-ready=true]")
+
+    # then a new session has the work from the store at once, without a refusal
+    assert page.text_content("#message") == ENDED
+    assert refused == []
+    second = page.get_attribute("#editor", "data-session-id")
+    assert second != first
+    assert page.get_attribute("#timeline", "data-mask-runs") == f"0-{FRAMES - 1}"
+    assert page.get_attribute("#timeline", "data-prompted") == ",".join(map(str, CLICKED))
+    frames = server_annotations(server.url, second)["frames"]
+    assert [frame["frame_index"] for frame in frames] == list(range(FRAMES))
+    assert page.is_enabled("#propagate")
+    assert page.is_enabled("#add-object")

@@ -36,8 +36,8 @@ ANCHORS = (5, 40)  # the frames the keys test clicks on, 0-based
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("annotator-work-var")) as base_url:
+def server(default_video_var):
+    with running_server(default_video_var) as base_url:
         yield base_url
 
 

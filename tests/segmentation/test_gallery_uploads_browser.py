@@ -16,8 +16,8 @@ from tests.segmentation.test_upload_limits import growing_video
 
 
 @pytest.fixture(scope="module")
-def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("gallery-uploads") / "var"
+def var(default_video_var: Path) -> Path:
+    return default_video_var
 
 
 @pytest.fixture(scope="module")
