@@ -58,6 +58,8 @@ class AccessRule:
 
     private: bool = False
     links: frozenset[int] = frozenset()
+    # when (time.monotonic()) the reading of it began: it holds every change committed before
+    read_at: float = 0.0
 
     def admits(self, link: int | None) -> bool:
         return not self.private or (link is not None and link in self.links)
@@ -105,6 +107,10 @@ class StreamRuntime:
         self._access = access
         # who may watch, as this process last learned (the stream is open until then)
         self.access_rule = AccessRule()
+        # viewer links the database admitted (a token checked, at a time.monotonic()) that the
+        # rule may not list yet, the change still on its way: a rule read after the check
+        # decides for them
+        self._links_checked: dict[int, float] = {}
         self._access_follower: asyncio.Task[None] | None = None
         self._access_holders: set[AccessHolder] = set()
         # who watches through each viewer link: this process's, or with Redis every process's
@@ -179,7 +185,7 @@ class StreamRuntime:
         self.admission.guard = guard
         if self._access is not None:
             rules = aiter(self._access.rules())
-            self.access_rule = await anext(rules)
+            self._rule_applied(await anext(rules))
             self._access_follower = asyncio.create_task(self._follow_access(hub, rules))
         return hub
 
@@ -189,15 +195,33 @@ class StreamRuntime:
         while True:
             try:
                 async for rule in rules:
-                    self.access_rule = rule
-                    cut = hub.end_viewers(rule.admits)
+                    self._rule_applied(rule)
+                    cut = hub.end_viewers(self.admits)
                     if cut:
                         logger.info("cut off %d viewers whose link no longer admits them", cut)
-                    await self._holders_cut(rule)
+                    await self._holders_cut()
             except Exception:
                 logger.exception("the viewer access rules could not be read; trying again")
             await asyncio.sleep(ACCESS_RETRY_SEC)
             rules = aiter(self._access.rules())
+
+    def _rule_applied(self, rule: AccessRule) -> None:
+        self.access_rule = rule
+        self._links_checked = {
+            link: at for link, at in self._links_checked.items() if at > rule.read_at
+        }
+
+    def link_checked(self, link: int, at: float) -> None:
+        """The database admitted ``link`` (its token checked, done at ``at``, a
+        time.monotonic()): until a rule read after that says otherwise, this process admits it
+        whether or not its rule lists it yet (a link just made, whose announcement is still on
+        its way)."""
+        if link not in self.access_rule.links:
+            self._links_checked[link] = max(at, self._links_checked.get(link, at))
+
+    def admits(self, link: int | None) -> bool:
+        """Whether the viewers of ``link`` (None: of none) may watch, as this process knows."""
+        return self.access_rule.admits(link) or (link is not None and link in self._links_checked)
 
     def access_hold(self, holder: AccessHolder) -> None:
         """Tell ``holder`` when the rule no longer admits its link, until released."""
@@ -206,9 +230,9 @@ class StreamRuntime:
     def access_release(self, holder: AccessHolder) -> None:
         self._access_holders.discard(holder)
 
-    async def _holders_cut(self, rule: AccessRule) -> None:
-        """Tell the holders that ``rule`` no longer admits (and forget them)."""
-        lost = [holder for holder in self._access_holders if not rule.admits(holder.link)]
+    async def _holders_cut(self) -> None:
+        """Tell the holders the rule no longer admits (and forget them)."""
+        lost = [holder for holder in self._access_holders if not self.admits(holder.link)]
         for holder in lost:
             self._access_holders.discard(holder)
             try:

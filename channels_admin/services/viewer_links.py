@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import hmac
 import secrets
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -174,6 +175,7 @@ def access_changed() -> None:
 
 def access_rule_read() -> tuple[AccessRule, datetime | None]:
     """The rule now, and when it next changes by itself (a link's expiry), if ever."""
+    read_at = time.monotonic()
     private = StreamState.objects.filter(pk=StreamState.SINGLETON_PK, private=True).exists()
     now = timezone.now()
     links: set[int] = set()
@@ -185,7 +187,7 @@ def access_rule_read() -> tuple[AccessRule, datetime | None]:
             links.add(pk)
             if expires_at is not None and (next_expiry is None or expires_at < next_expiry):
                 next_expiry = expires_at
-    return AccessRule(private=private, links=frozenset(links)), next_expiry
+    return AccessRule(private=private, links=frozenset(links), read_at=read_at), next_expiry
 
 
 class ViewerLinkAccess:

@@ -71,7 +71,7 @@ async def viewer_join(*, token: str) -> Subscription | Refusal:
     stream is private, its private link (``token``) must admit it, with room under the link's
     cap (a seat taken, given back as it leaves); then the process must have room for it
     (counted by the admission)."""
-    access = await database_sync_to_async(viewer_access_check)(token=token)
+    access = await _access_checked(token)
     if isinstance(access, Refusal):
         return access
     runtime = stream_runtime()
@@ -101,6 +101,15 @@ async def viewer_join(*, token: str) -> Subscription | Refusal:
     subscription = hub.subscribe(link=access.link)
     subscription.seated = seated
     return subscription
+
+
+async def _access_checked(token: str) -> Admitted | Refusal:
+    """What the viewer link of ``token`` admits now. A link this process's rule does not list
+    yet (just made) is admitted here from then on, until the rule catches up."""
+    access = await database_sync_to_async(viewer_access_check)(token=token)
+    if not isinstance(access, Refusal) and access.link is not None:
+        stream_runtime().link_checked(access.link, time.monotonic())
+    return access
 
 
 def _link_full(access: Admitted) -> Refusal:
@@ -174,7 +183,7 @@ async def hls_playlist(*, token: str, client: str) -> Playlist | Refusal:
     link (``token``) must admit the client (at the address ``client``): counted already, or
     with room under the link's cap. The segment URIs are signed for that link (for
     :data:`OPEN_LINK` while the stream is open), as nginx in front checks them."""
-    access = await database_sync_to_async(viewer_access_check)(token=token)
+    access = await _access_checked(token)
     if isinstance(access, Refusal):
         return access
     runtime = stream_runtime()
@@ -217,7 +226,7 @@ def hls_segment(*, name: str, query: Mapping[str, str]) -> bytes | Refusal | Non
     if not rule.private:
         return hub.hls.segment(name)
     link = runtime.segment_signer.link_of(name, query, now=time.time())
-    if link is None or not rule.admits(link):
+    if link is None or not runtime.admits(link):
         return SEGMENT_LINK_INVALID
     return hub.hls.segment(name)
 

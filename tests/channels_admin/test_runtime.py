@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from channels_admin.models import StreamState
-from channels_admin.runtime import StreamRuntime, SwitchOutcome
+from channels_admin.runtime import AccessRule, StreamRuntime, SwitchOutcome
 from channels_admin.streaming.hub_events import HubEvent, HubReport
 from channels_admin.streaming.sources import Upstream
 from loopback_fakes.media_upstream import Behaviour, MediaUpstream
@@ -129,3 +129,50 @@ async def wait_for_connections(origin: MediaUpstream, path: str, count: int) -> 
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{path}: fewer than {count} connections within 10 s")
+
+
+class QueuedAccess:
+    """A ``ViewerAccess`` whose rules the test gives one at a time."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[AccessRule] = asyncio.Queue()
+
+    async def rules(self):
+        while True:
+            yield await self.queue.get()
+
+
+async def rule_followed(runtime: StreamRuntime, access: QueuedAccess, rule: AccessRule) -> None:
+    access.queue.put_nowait(rule)
+    for _ in range(100):
+        if runtime.access_rule is rule:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the rule was not followed")
+
+
+async def test_a_link_checked_before_the_rule_lists_it_is_admitted_until_a_later_read_decides():
+    # given a private stream whose rule, read at 10, lists link 1
+    access = QueuedAccess()
+    runtime = StreamRuntime(events=Recorder(), access=access)
+    access.queue.put_nowait(AccessRule(private=True, links=frozenset({1}), read_at=10.0))
+    await runtime.hub()
+    try:
+        # when link 2, made after that read, has its token checked at 11 (its playlist asked
+        # for before the announcement of its making reached this process)
+        runtime.link_checked(2, 11.0)
+
+        # then it is admitted, and links neither listed nor checked are not
+        assert [runtime.admits(link) for link in (1, 2, 3, None)] == [True, True, False, False]
+        # and a rule whose read began before the check leaves it admitted; one begun after the
+        # check decides (here: revoked meanwhile)
+        await rule_followed(
+            runtime, access, AccessRule(private=True, links=frozenset({1}), read_at=10.5)
+        )
+        assert runtime.admits(2)
+        await rule_followed(
+            runtime, access, AccessRule(private=True, links=frozenset({1}), read_at=11.5)
+        )
+        assert [runtime.admits(link) for link in (1, 2)] == [True, False]
+    finally:
+        await runtime.close()
