@@ -62,7 +62,12 @@ def library_video(media: Path, video_file: Path) -> str:
 @pytest.fixture(scope="session")
 def slow_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A minute of 320x240 noise at 25 fps: transcoded (not remuxed), in several seconds."""
-    path = tmp_path_factory.mktemp("slow") / "noise.mp4"
+    return noise_video(tmp_path_factory.mktemp("slow") / "noise.mp4", frames=1500)
+
+
+def noise_video(path: Path, *, frames: int) -> Path:
+    """``frames`` of 320x240 noise at 25 fps (50 pictures over and over) as H.264 at
+    ``path``: a video the server must transcode, not remux; ``path``."""
     noise = [
         np.random.default_rng(n).integers(0, 256, (240, 320, 3), dtype=np.uint8) for n in range(50)
     ]
@@ -70,7 +75,7 @@ def slow_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
         stream = container.add_stream("libx264", rate=25)
         stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
         stream.options = {"preset": "ultrafast", "crf": "30"}
-        for index in range(1500):
+        for index in range(frames):
             frame = av.VideoFrame.from_ndarray(noise[index % 50], format="rgb24")
             frame.pts, frame.time_base = index, Fraction(1, 25)
             for packet in stream.encode(frame):

@@ -9,15 +9,13 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from fractions import Fraction
 from pathlib import Path
 
-import av
-import numpy as np
 import pytest
 import requests
 
 from tests.conftest import free_port, manage, project_env, running_server, server_pid
+from tests.segmentation.conftest import noise_video
 from tests.segmentation.numbered_video import write_numbered
 from tests.segmentation.test_upload_limits import growing_video
 
@@ -224,22 +222,7 @@ def slowish_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Twenty seconds of the slow video's noise (500 frames at 25 fps): transcoded in a
     second or two, long enough for a server to be killed in the middle, short enough to be
     prepared again whole."""
-    path = tmp_path_factory.mktemp("slowish") / "noise.mp4"
-    noise = [
-        np.random.default_rng(n).integers(0, 256, (240, 320, 3), dtype=np.uint8) for n in range(50)
-    ]
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=25)
-        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
-        stream.options = {"preset": "ultrafast", "crf": "30"}
-        for index in range(500):
-            frame = av.VideoFrame.from_ndarray(noise[index % 50], format="rgb24")
-            frame.pts, frame.time_base = index, Fraction(1, 25)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
+    return noise_video(tmp_path_factory.mktemp("slowish") / "noise.mp4", frames=500)
 
 
 def test_a_preparation_the_server_was_killed_in_is_taken_up_when_it_comes_back(
