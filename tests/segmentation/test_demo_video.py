@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segmentation.demo_video import HEIGHT, WIDTH, demo_masks, demo_video_write
+from segmentation.demo_video import HEIGHT, WIDTH, demo_masks
 from segmentation.engines.base import VideoState
 from segmentation.engines.classic import ClassicEngine
 from segmentation.engines.frames import VideoFileFrames
@@ -36,10 +36,10 @@ def test_the_masks_are_where_the_objects_are_seen() -> None:
 
 
 @pytest.fixture(scope="module")
-def default_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("default") / "default.mp4"
-    demo_video_write(path)
-    return path
+def default_video(_default_video_var: Path) -> Path:
+    """The drawn default video, as the run's servers start on it: drawn once for the run
+    (drawing it here again took a second of a core), and only read here."""
+    return _default_video_var / "media" / "gallery" / "default.mp4"
 
 
 def click_centre(state: VideoState, object_id: int, truth: np.ndarray) -> np.ndarray:

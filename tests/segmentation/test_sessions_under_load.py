@@ -11,7 +11,7 @@ import time
 import pytest
 import requests
 
-from tests.conftest import manage, project_env, running_server
+from tests.conftest import running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 
 CLIENTS = 24
@@ -36,10 +36,15 @@ def loaded_server(tmp_path_factory):
         "MAX_SESSIONS": str(CLIENTS),
         "MAX_SESSIONS_PER_CLIENT": "0",
         "SESSION_IDLE_TIMEOUT_SEC": str(IDLE_TIMEOUT_SEC),
+        # the server imports it into the gallery when first asked for its default video, as
+        # `manage.py import_videos` would (the same import, without a Django process of its own)
+        "DEFAULT_VIDEO_PATH": str(library / "shapes.mp4"),
     }
     with running_server(var_dir, **env) as server:
-        imported = manage("import_videos", str(library), env=project_env(var_dir, **env))
-        assert imported.returncode == 0, imported.stderr
+        imported = requests.get(
+            f"{server}/graphql", params={"query": "{ defaultVideo { path } }"}, timeout=60
+        )
+        assert imported.json() == {"data": {"defaultVideo": {"path": "gallery/shapes.mp4"}}}
         yield server
 
 

@@ -27,7 +27,6 @@ from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from tests.conftest import (
     ROOT,
     free_port,
-    manage,
     migrated,
     project_env,
     running_server,
@@ -139,22 +138,32 @@ def layout(
 ) -> Iterator[tuple[list[str], Workers, str]]:
     var = layout_var
     videos = tmp_path_factory.mktemp("workers-videos")
-    write_mp4(make_video(SHORT_FRAMES), videos / "short.mp4")
-    write_mp4(make_video(240), videos / "long.mp4")
+    short = write_mp4(make_video(SHORT_FRAMES), videos / "short.mp4")
+    long = write_mp4(make_video(240), videos / "long.mp4")
     extra = layout_settings
     prefix = extra["SEGMENTATION_WORKERS_PREFIX"]
     env = project_env(var, **extra)
     migrated(env)
-    imported = manage("import_videos", str(videos), env=env)
-    assert imported.returncode == 0, imported.stderr
     workers = Workers(var, env)
     try:
         for name in ("a", "b"):
             workers.start(name)
+        # each web process imports one of the videos into the gallery when first asked for its
+        # default video, as `manage.py import_videos` would (the same import, without a Django
+        # process of its own)
         with (
-            running_server(var, log_name="web-one.log", **extra) as one,
-            running_server(var, log_name="web-two.log", **extra) as two,
+            running_server(
+                var, log_name="web-one.log", DEFAULT_VIDEO_PATH=str(short), **extra
+            ) as one,
+            running_server(
+                var, log_name="web-two.log", DEFAULT_VIDEO_PATH=str(long), **extra
+            ) as two,
         ):
+            for front, path in ((one, "gallery/short.mp4"), (two, "gallery/long.mp4")):
+                imported = requests.get(
+                    f"{front}/graphql", params={"query": "{ defaultVideo { path } }"}, timeout=60
+                )
+                assert imported.json() == {"data": {"defaultVideo": {"path": path}}}
             wait_for(lambda: set(registered(prefix)) == {"a", "b"})
             yield [one, two], workers, prefix
     finally:
