@@ -19,7 +19,7 @@ from tests.segmentation.test_annotator_long_browser import (
     write_long_video,
 )
 
-# test_annotator_long_browser's video cut to a quarter of its length: 64x48, still long enough
+# test_annotator_long_browser's video cut to half its length: 64x48, still long enough
 # to close a page in and open another (the page opened again found 206 of the 750 frames done on
 # a lightly loaded machine, 78 with two CPU burners beside it; the cancelling page cancelled
 # after 121 and 47); the 1500 frames before took seconds more of the server's CPU, and showed
