@@ -29,9 +29,10 @@ from tests.segmentation.test_annotator_browser import (
 from tests.segmentation.test_annotator_workplace_browser import go_to
 
 OTHER_FRAME = 30  # 0-based: the second frame the round trip clicks on
-# 0-based: the marked end of the propagations from frame 0, past the frames clicked on (the
-# whole video's 144 frames took 11 s of two loaded cores a propagation, and show no more)
-END = 40
+# 0-based: the marked end of the propagations from frame 0, five frames past the last clicked on
+# (the whole video's 144 frames took 11 s of two loaded cores a propagation, and show no more;
+# 40 took a second more of them over the module's three propagations)
+END = OTHER_FRAME + 5
 VIDEO = "gallery/default.mp4"
 ENDED = "This page's session had ended on the server; a new one is open, with your work."
 

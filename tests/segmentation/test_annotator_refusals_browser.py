@@ -21,7 +21,6 @@ from playwright.sync_api import expect
 from segmentation.demo_video import demo_masks
 from tests.conftest import free_port, running_server
 from tests.segmentation.test_annotator_browser import (
-    FRAMES,
     click_at,
     farthest,
     open_default_video,
@@ -35,6 +34,9 @@ from tests.segmentation.test_engine_budget import click
 # The client's cost limit is not what these tests are about (the replay is charged to it).
 LIMITS = {"SESSION_ENGINE_BURST_SEC": "1", "RATE_LIMIT_COST": "100000/m"}
 CLICKED = (0, 30, 60, 90)  # the frames the restart test clicks on, 0-based
+# 0-based: the restart test's propagation ends on its last clicked frame (the whole video's 144
+# frames took seconds more of two loaded cores, and gave the store nothing else to give back)
+END = CLICKED[-1]
 WAIT = "This session has used its share of the engine for now"
 
 
@@ -137,14 +139,17 @@ def test_a_refused_click_is_counted_down_and_sent_again_with_the_clicks_made_mea
 def test_a_reload_after_a_restart_gives_the_work_back_from_the_store_without_waiting(
     server, page
 ) -> None:
-    # given the box clicked on four frames and propagated through the video
+    # given the box clicked on four frames, the last marked as the end, and propagated to it
     first = open_default_video(server.url, page)
     for frame_index in CLICKED:
         go_to(page, frame_index + 1)
         click_on_box(page, frame_index)
+    page.keyboard.press("e")
+    expect(page.locator("#mark-end")).to_have_text(f"Clear end (frame {END + 1})")
     go_to(page, 1)
     page.click("#propagate")
     page.wait_for_selector("#editor[data-propagated=done]", timeout=60_000)
+    assert page.text_content("#progress-label") == f"Done: {END + 1} frames from frame 1."
 
     # when the server restarts and the page is reloaded
     server.restart(share_percent=RESTARTED_SHARE)
@@ -158,9 +163,9 @@ def test_a_reload_after_a_restart_gives_the_work_back_from_the_store_without_wai
     assert refused == []
     second = page.get_attribute("#editor", "data-session-id")
     assert second != first
-    assert page.get_attribute("#timeline", "data-mask-runs") == f"0-{FRAMES - 1}"
+    assert page.get_attribute("#timeline", "data-mask-runs") == f"0-{END}"
     assert page.get_attribute("#timeline", "data-prompted") == ",".join(map(str, CLICKED))
     frames = server_annotations(server.url, second)["frames"]
-    assert [frame["frame_index"] for frame in frames] == list(range(FRAMES))
+    assert [frame["frame_index"] for frame in frames] == list(range(END + 1))
     assert page.is_enabled("#propagate")
     assert page.is_enabled("#add-object")
