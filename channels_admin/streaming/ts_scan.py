@@ -28,7 +28,14 @@ H264_KEY_UNITS = frozenset({5, 7})  # IDR slice, sequence parameter set
 HEVC_KEY_UNITS = frozenset(range(16, 24)) | {32, 33}  # IRAP slices, VPS, SPS
 MPEG_SEQUENCE_HEADER = b"\x00\x00\x01\xb3"
 # MPEG-1/2 audio, AAC (ADTS, LATM), AC-3, E-AC-3
-AUDIO_STREAM_TYPES = frozenset({0x03, 0x04, 0x0F, 0x11, 0x81, 0x87})
+AC3, EAC3 = 0x81, 0x87
+AUDIO_STREAM_TYPES = frozenset({0x03, 0x04, 0x0F, 0x11, AC3, EAC3})
+# DVB carries AC-3 and E-AC-3 as private data (stream type 0x06), told apart by a descriptor of
+# the stream (ETSI EN 300 468 annex D: tags 0x6A and 0x7A) or a registration descriptor (0x05)
+# naming the format: such a stream is read as the stream type ATSC gives that codec.
+PRIVATE_DATA = 0x06
+PRIVATE_AUDIO_TAGS = {0x6A: AC3, 0x7A: EAC3}
+PRIVATE_AUDIO_FORMATS = {b"AC-3": AC3, b"EAC3": EAC3}
 PTS_HZ = 90_000
 PTS_WRAP = 1 << 33
 
@@ -40,6 +47,21 @@ class PesStart:
     row: int  # the packet's index in the chunk
     key: bool  # a video random-access point
     pts: int | None  # its presentation time stamp (90 kHz), when the header has one
+
+
+def private_audio_type(descriptors: bytes) -> int | None:
+    """The audio stream type that a private-data stream's descriptors name (DVB's AC-3 and
+    E-AC-3), or None."""
+    at = 0
+    while at + 2 <= len(descriptors):
+        tag, length = descriptors[at], descriptors[at + 1]
+        content = descriptors[at + 2 : at + 2 + length]
+        if tag in PRIVATE_AUDIO_TAGS:
+            return PRIVATE_AUDIO_TAGS[tag]
+        if tag == 0x05 and content[:4] in PRIVATE_AUDIO_FORMATS:
+            return PRIVATE_AUDIO_FORMATS[content[:4]]
+        at += 2 + length
+    return None
 
 
 class StreamLayout(NamedTuple):
@@ -122,6 +144,9 @@ class ProgramScanner:
             while at + 5 <= len(body):
                 stream_type = body[at]
                 elementary = (body[at + 1] & 0x1F) << 8 | body[at + 2]
+                described = 5 + ((body[at + 3] & 0x0F) << 8 | body[at + 4])
+                if stream_type == PRIVATE_DATA:
+                    stream_type = private_audio_type(body[at + 5 : at + described]) or stream_type
                 if self.clock_pid is None:
                     self.clock_pid = elementary
                 if stream_type in VIDEO_STREAM_TYPES and self.video_pid is None:
@@ -130,7 +155,7 @@ class ProgramScanner:
                 elif stream_type in AUDIO_STREAM_TYPES and self.audio_pid is None:
                     self.audio_pid = elementary
                     self.audio_type = stream_type
-                at += 5 + ((body[at + 3] & 0x0F) << 8 | body[at + 4])
+                at += described
 
     def _is_key(self, packet: np.ndarray) -> bool:
         adaptation = packet[3] & 0x20 and packet[4] > 0

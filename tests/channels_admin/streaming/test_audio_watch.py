@@ -111,11 +111,15 @@ def test_a_source_without_sound_is_never_judged_silent():
     assert (run.watch.failed, run.watch.decodes) == (None, 0)
 
 
-def audio_stream(codec: str, amplitude: float, seconds: float = 4.0) -> tuple[bytes, ...]:
+def audio_stream(
+    codec: str, amplitude: float, seconds: float = 4.0, *, dvb: bool = False
+) -> tuple[bytes, ...]:
     """Audio alone in MPEG-TS, stereo 48 kHz, ``codec`` encoding a 440 Hz sine of
-    ``amplitude`` (0: digital silence); one chunk per encoded frame."""
+    ``amplitude`` (0: digital silence); one chunk per encoded frame. ``dvb``: laid out as DVB
+    does (FFmpeg's ``system_b``: AC-3 and E-AC-3 as private data, told by a descriptor)."""
     sink = PacketSink()
-    container = av.open(sink, "w", format="mpegts", container_options=dict(MUX_OPTIONS))
+    options = {**MUX_OPTIONS, **({"mpegts_flags": "system_b"} if dvb else {})}
+    container = av.open(sink, "w", format="mpegts", container_options=options)
     stream = container.add_stream(codec, rate=RATE, layout="stereo")
     size = stream.codec_context.frame_size or 1152
     kind = stream.codec_context.format
@@ -161,6 +165,37 @@ def test_each_codec_is_heard_at_its_level_and_silence_as_silence(codec):
     assert sound.watch.level == pytest.approx(-23.0, abs=1.5)
     assert silence.watch.failed == "silent audio for 1 s"
     assert silence.watch.level < -110  # AC-3's silence is not quite digital zero
+
+
+@pytest.mark.parametrize(("codec", "descriptor"), [("ac3", 0x6A), ("eac3", 0x7A)])
+def test_dvb_ac3_and_eac3_as_private_data_are_heard_and_silence_as_silence(codec, descriptor):
+    # given DVB's layout: the PMT lists the sound as private data, with the codec's descriptor
+    sound_chunks = audio_stream(codec, 0.1, dvb=True)
+    pmt = next(
+        packet
+        for chunk in sound_chunks
+        for packet in (chunk[at : at + TS_PACKET] for at in range(0, len(chunk), TS_PACKET))
+        if packet[1] & 0x40 and packet[5] == 0x02  # a PMT section starts in the packet
+    )
+    assert (pmt[15] & 0x0F, pmt[16]) == (0, 0)  # no programme descriptors: a stream at 17
+    assert pmt[17] == 0x06  # its type: private data
+    described, tags, at = pmt[22 : 22 + pmt[21]], [], 0
+    while at < len(described):  # its descriptors: tag, length, content
+        tags.append(described[at])
+        at += 2 + described[at + 1]
+    assert tags == [0x05, descriptor]  # the registration ("AC-3", "EAC3"), then the codec's
+    frame_seconds = CODECS[codec] / RATE
+    sound = Run(AudioChecks(silent_seconds=1, interval_seconds=1), step=frame_seconds)
+    silence = Run(AudioChecks(silent_seconds=1, interval_seconds=1), step=frame_seconds)
+
+    # when the watch is fed the sound, and silence
+    sound.feed(sound_chunks)
+    silence.feed(audio_stream(codec, 0.0, dvb=True))
+
+    # then each is judged as the same codec under its own stream type is
+    assert (sound.watch.failed, sound.watch.samples >= 3) == (None, True)
+    assert sound.watch.level == pytest.approx(-23.0, abs=1.5)
+    assert silence.watch.failed == "silent audio for 1 s"
 
 
 def test_the_silent_level_lies_between_a_dead_input_hiss_and_a_quiet_passage():

@@ -14,6 +14,7 @@ from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chu
 from channels_admin.streaming.slate import SLATE_OPTIONS
 from channels_admin.streaming.stream_format import FormatWatch
 from channels_admin.streaming.ts import TS_PACKET
+from channels_admin.streaming.ts_scan import private_audio_type
 
 
 def told(watch: FormatWatch, data: bytes, chunk_packets: int = 50) -> list[str]:
@@ -101,3 +102,22 @@ def test_a_stream_whose_format_cannot_be_read_is_told_as_far_as_known_after_a_me
 
     assert told(watch, nulls[: 512 * 1024 // TS_PACKET * TS_PACKET]) == []
     assert told(watch, nulls) == [""]
+
+
+@pytest.mark.parametrize(
+    ("descriptors", "expected"),
+    [
+        (bytes([0x6A, 0x01, 0x00]), 0x81),  # DVB's AC-3 descriptor
+        (bytes([0x7A, 0x01, 0x00]), 0x87),  # DVB's enhanced AC-3 descriptor
+        (bytes([0x05, 0x04]) + b"AC-3", 0x81),  # a registration alone names the format
+        (bytes([0x05, 0x04]) + b"EAC3" + bytes([0x0A, 0x04]) + b"eng\x00", 0x87),
+        (bytes([0x0A, 0x04]) + b"eng\x00" + bytes([0x6A, 0x01, 0x00]), 0x81),  # after a language
+        (bytes([0x59, 0x08]) + b"eng\x10\x00\x01\x00\x01", None),  # DVB subtitles
+        (bytes([0x56, 0x05]) + b"eng\x09\x00", None),  # teletext
+        (bytes([0x05, 0x04]) + b"KLVA", None),  # a registration of another format
+        (b"", None),
+        (bytes([0x6A]), None),  # cut short: no length
+    ],
+)
+def test_private_data_is_audio_where_its_descriptors_name_ac3_or_eac3(descriptors, expected):
+    assert private_audio_type(descriptors) == expected
