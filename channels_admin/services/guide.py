@@ -52,6 +52,7 @@ RETRY_SEC = 300
 CHECK_EVERY_SEC = 30
 # The Redis lock expires this long after a process that held it died mid-refresh.
 LOCK_SEC = 3600
+REDIS_TIMEOUT_SEC = 5  # the refresh lock's commands fail within this where Redis never answers
 
 
 @dataclass(frozen=True)
@@ -129,19 +130,23 @@ def _refresh_lock() -> Iterator[bool]:
         if not settings.REDIS_URL:
             yield True
             return
-        client = redis.Redis.from_url(settings.REDIS_URL)
-        lock = client.lock(
-            f"{settings.CHANNELS_RELAY_PREFIX}:guide-refresh", timeout=LOCK_SEC, blocking=False
+        client = redis.Redis.from_url(
+            settings.REDIS_URL,
+            socket_timeout=REDIS_TIMEOUT_SEC,
+            socket_connect_timeout=REDIS_TIMEOUT_SEC,
         )
-        if not lock.acquire():
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            with contextlib.suppress(redis.RedisError):
-                lock.release()
-            client.close()
+        with client:  # closed however the lock's commands end
+            lock = client.lock(
+                f"{settings.CHANNELS_RELAY_PREFIX}:guide-refresh", timeout=LOCK_SEC, blocking=False
+            )
+            if not lock.acquire():
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                with contextlib.suppress(redis.RedisError):
+                    lock.release()
     finally:
         _local_lock.release()
 

@@ -82,7 +82,12 @@ class Relay:
     """One process's side of the relay: ownership, publishing, following, switches."""
 
     def __init__(self, url: str, *, prefix: str, lock_seconds: float) -> None:
-        self._redis = redis.Redis.from_url(url)
+        # A Redis that takes connections and never answers fails each command within the lock's
+        # time (a following read blocks a third of it), rather than holding a switch, a viewer
+        # or the server's stop for ever.
+        self._redis = redis.Redis.from_url(
+            url, socket_timeout=lock_seconds, socket_connect_timeout=lock_seconds
+        )
         self.identity = process_identity()
         self._ownership = RedisLease(
             self._redis, key=f"{prefix}:owner", seconds=lock_seconds, identity=self.identity

@@ -127,7 +127,10 @@ class SharedAudience:
     """This process's side of the links' audience in Redis (``link_audience.LinkAudience``)."""
 
     def __init__(self, url: str, *, prefix: str, identity: str, expiry_seconds: float) -> None:
-        self._redis = client = redis.Redis.from_url(url)
+        # each command fails within the expiry where Redis never answers (a viewer waits on it)
+        self._redis = client = redis.Redis.from_url(
+            url, socket_timeout=expiry_seconds, socket_connect_timeout=expiry_seconds
+        )
         self._prefix = prefix
         self._identity = identity
         self._expiry_ms = int(expiry_seconds * 1000)

@@ -4,18 +4,22 @@ the now/next the API gives; a guide that fails keeps the last good one."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
+import redis
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from channels_admin.errors import GuideRefreshError
 from channels_admin.models import GuideChannel, GuideState, Playlist, Programme
 from channels_admin.selectors import channels_search, guide_now_next, guide_state
+from channels_admin.services import guide as guide_service
 from channels_admin.services.guide import guide_refresh, guide_refresh_due
 from channels_admin.services.playlists import playlist_reload
+from loopback_fakes.hung_server import HungServer
 from loopback_fakes.xmltv_origin import Show, XmltvOrigin, xmltv_document
 
 pytestmark = pytest.mark.django_db
@@ -284,6 +288,28 @@ def test_no_guide_url_is_a_failure_that_says_so(settings, playlist_file):
     assert GuideState.load().last_error == (
         "no guide URL: set CHANNELS_GUIDE_URL, or a playlist with url-tvg"
     )
+
+
+def test_a_redis_that_never_answers_fails_the_refresh_in_bounded_time_and_blocks_none_after(
+    guided, settings, monkeypatch
+):
+    # given the processes' refresh lock in a Redis that takes the connection and never answers
+    monkeypatch.setattr(guide_service, "REDIS_TIMEOUT_SEC", 0.5)
+    with HungServer() as hung:
+        settings.REDIS_URL = hung.url
+        started = time.monotonic()
+
+        # when the guide is refreshed
+        with pytest.raises(redis.TimeoutError):
+            guide_refresh()
+        took = time.monotonic() - started
+
+    # then it failed within the bound, as when Redis is down, having asked it
+    assert 0.45 <= took <= 3
+    assert hung.received.startswith(b"*2\r\n$5\r\nHELLO\r\n")
+    # and the process's own lock was given back: the next refresh runs
+    settings.REDIS_URL = ""
+    assert guide_refresh().programmes == 5
 
 
 def test_the_refresh_is_due_after_its_interval_and_sooner_after_a_failure(guided, settings):

@@ -1,0 +1,79 @@
+"""A Redis that takes connections and reads commands but never answers (a hung server, a proxy
+whose backend is gone): each command of the relay and of the links' audience fails within its
+bound, as :class:`RelayError`, which the callers already meet when Redis is down. Before, a
+switch's announcement, a viewer's seat and the server's stop waited on it for ever."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from channels_admin.streaming.relay import Relay, RelayError
+from channels_admin.streaming.shared_audience import SharedAudience
+from loopback_fakes.hung_server import HungServer
+
+BOUND_SEC = 0.5  # the relay's lock and the audience's expiry: each command's bound
+HANG_SEC = 5  # past this, a command is taken to hang
+
+
+@pytest.fixture
+def hung():
+    with HungServer() as server:
+        yield server, server.url
+
+
+async def failed_within(call) -> tuple[type[BaseException] | None, float]:
+    """The exception ``call()`` ended with (None: it returned), and the seconds it took; a
+    call still running after :data:`HANG_SEC` fails the test."""
+    started = time.monotonic()
+    try:
+        await asyncio.wait_for(call(), HANG_SEC)
+    except TimeoutError:
+        pytest.fail(f"{call} still waited on Redis after {HANG_SEC} s")
+    except Exception as error:  # what ended it is the result
+        return type(error), time.monotonic() - started
+    return None, time.monotonic() - started
+
+
+async def test_each_command_of_the_relay_fails_within_the_lock_time(hung):
+    server, url = hung
+    relay = Relay(url, prefix="hung", lock_seconds=BOUND_SEC)
+
+    async def followed() -> None:
+        await anext(relay.follow("generation"))
+
+    outcomes = {
+        "own": await failed_within(relay.own),
+        "announce": await failed_within(lambda: relay.announce({"generation": "g"})),
+        "publish": await failed_within(lambda: relay.publish("g", b"chunk")),
+        "follow": await failed_within(followed),
+        "viewers_report": await failed_within(lambda: relay.viewers_report(3)),
+    }
+    closed = await failed_within(relay.close)
+
+    # each reached Redis (its connection's greeting went unanswered) and failed as when Redis
+    # is down, within the bound and a margin
+    assert {name: error for name, (error, _) in outcomes.items()} == dict.fromkeys(
+        outcomes, RelayError
+    )
+    assert all(BOUND_SEC * 0.9 <= took <= BOUND_SEC * 2 + 1 for _, took in outcomes.values())
+    assert server.received.startswith(b"*2\r\n$5\r\nHELLO\r\n")
+    # the stop gives the lease and the counts back as best it can, and ends
+    assert closed[0] is None
+    assert closed[1] <= BOUND_SEC * 3 + 1
+
+
+async def test_a_viewers_seat_fails_within_the_expiry(hung):
+    server, url = hung
+    audience = SharedAudience(url, prefix="hung", identity="process", expiry_seconds=BOUND_SEC)
+
+    error, took = await failed_within(lambda: audience.seat_take(7, cap=2, window=1.0))
+    closed = await failed_within(audience.close)
+
+    assert error is RelayError
+    assert BOUND_SEC * 0.9 <= took <= BOUND_SEC * 2 + 1
+    assert server.received.startswith(b"*2\r\n$5\r\nHELLO\r\n")
+    assert closed[0] is None
+    assert closed[1] <= BOUND_SEC * 2 + 1
