@@ -22,8 +22,11 @@ end, so a burst of chunks or a loaded CPU loses nothing of the chain. A run that
 byte cap while the decoder is still busy is left, and breaks the chain: what was not heard is
 never counted as silence, so a CPU that falls behind delays the verdict, never makes one up.
 
-A source with no audio stream, or one of a codec not decoded here, is never judged silent, and
-a run that does not decode judges nothing (and breaks the chain). Times are the wall-clock
+An audio stream the PMT lists that sends no packet for ``silent_seconds`` while the rest of
+the stream comes (a muxer that lost its sound input altogether) fails the source too, "no
+audio for 30 s", whatever its codec. A source with no audio stream is never judged, one of a
+codec not decoded here is never judged silent, and a run that does not decode judges nothing
+(and breaks the chain). Times are the wall-clock
 times the PES arrived, as the picture checks'. The check is off by default
 (``CHANNELS_SILENT_SEC`` 0): a quiet programme is not a failure, so when it is on its seconds
 must be long (30 s or more).
@@ -114,6 +117,7 @@ class AudioWatch:
         self._decoding: concurrent.futures.Future[float | None] | None = None
         self._decoding_run: _Run | None = None
         self._silent_since: float | None = None  # the chain of silent runs began
+        self._heard: tuple[int, float] | None = None  # the audio PID, and its last packet's time
         self.decodes = 0  # runs handed to the decoder
         self.samples = 0  # of them, decoded and judged
         self.skipped = 0  # runs left because the last was still being decoded
@@ -137,9 +141,14 @@ class AudioWatch:
             return
         self._scanner.scan(data)
         pid, stream_type = self._scanner.audio_pid, self._scanner.audio_type
-        if pid is None or (stream_type not in DECODERS and stream_type not in MPEG_AUDIO):
+        if pid is None:
             return
-        for row in pid_rows(data, pid):
+        rows = pid_rows(data, pid)
+        if self._absent(pid, bool(rows)):
+            return
+        if stream_type not in DECODERS and stream_type not in MPEG_AUDIO:
+            return
+        for row in rows:
             packet = data[row * TS_PACKET : (row + 1) * TS_PACKET]
             payload = packet_payload(packet)
             if packet[1] & 0x40:  # a PES starts
@@ -151,6 +160,19 @@ class AudioWatch:
             self._run.data += payload
             if len(self._run.data) >= SAMPLE_MAX_BYTES:
                 self._whole(self._run, stream_type)
+
+    def _absent(self, pid: int, present: bool) -> bool:
+        """Whether the PMT's audio PID has sent nothing for the silent seconds while the rest
+        of the stream came (a muxer that lost its sound): the source failed then."""
+        now = self._clock()
+        if present or self._heard is None or self._heard[0] != pid:
+            self._heard = (pid, now)  # heard now, or listened for from now on
+            return False
+        seconds = self._checks.silent_seconds
+        if now - self._heard[1] < seconds:
+            return False
+        self.failed = f"no audio for {seconds:g} s"
+        return True
 
     def close(self) -> None:
         """The source ended: a decode not yet started is not started."""

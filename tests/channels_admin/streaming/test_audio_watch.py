@@ -6,6 +6,7 @@ decode is waited for before the next chunk, as a chunk a frame long would be on 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time
 
@@ -23,6 +24,7 @@ from channels_admin.streaming.audio_watch import (
 from channels_admin.streaming.pattern_encoder import PatternOptions, pattern_chunks
 from channels_admin.streaming.remux import MUX_OPTIONS, PacketSink
 from channels_admin.streaming.ts import TS_PACKET
+from channels_admin.streaming.ts_scan import ProgramScanner, pid_rows
 
 FPS = 25
 OPTIONS = PatternOptions(width=320, height=180, fps=FPS, video_bitrate=400_000)
@@ -109,6 +111,69 @@ def test_a_source_without_sound_is_never_judged_silent():
     run = Run(AudioChecks(silent_seconds=1, interval_seconds=1)).feed(frames(audio=False))
 
     assert (run.watch.failed, run.watch.decodes) == (None, 0)
+
+
+def without_pid(chunks: tuple[bytes, ...], pid: int) -> tuple[bytes, ...]:
+    """``chunks`` with every packet of ``pid`` taken out (a chunk left empty kept empty)."""
+    return tuple(
+        b"".join(
+            packet
+            for packet in (chunk[at : at + TS_PACKET] for at in range(0, len(chunk), TS_PACKET))
+            if ((packet[1] & 0x1F) << 8 | packet[2]) != pid
+        )
+        for chunk in chunks
+    )
+
+
+def audio_pid(chunks: tuple[bytes, ...]) -> int:
+    scanner = ProgramScanner()
+    for chunk in chunks:
+        scanner.scan(chunk)
+    assert scanner.audio_pid is not None
+    return scanner.audio_pid
+
+
+def test_an_audio_stream_that_stops_coming_fails_the_source_as_no_audio():
+    # given the beeping pattern whose sound stops reaching the stream after 2 s, the PMT still
+    # listing it and the picture going on
+    chunks = frames("beep")
+    chunks = chunks[:50] + without_pid(chunks[50:], audio_pid(chunks))
+    run = Run(AudioChecks(silent_seconds=2, interval_seconds=1))
+
+    # when the watch is fed it
+    run.feed(chunks)
+
+    # then the source fails 2 s after the sound's last packet (its last beep was heard)
+    assert run.watch.failed == "no audio for 2 s"
+    last_sound = max(
+        index for index, chunk in enumerate(chunks) if pid_rows(chunk, audio_pid(chunks))
+    )
+    assert run.failed_at == pytest.approx(last_sound / FPS + 2, abs=1 / FPS)
+    assert run.watch.level is not None
+    assert run.watch.level > SILENT_LEVEL  # what came was heard
+
+
+def test_an_audio_stream_listed_and_never_sent_fails_after_the_seconds():
+    chunks = frames("beep")
+    run = Run(AudioChecks(silent_seconds=1, interval_seconds=1))
+
+    run.feed(without_pid(chunks, audio_pid(chunks)))
+
+    assert (run.watch.failed, run.watch.decodes) == ("no audio for 1 s", 0)
+    assert run.failed_at == pytest.approx(1.0, abs=1 / FPS)
+
+
+def test_the_muxers_gaps_between_sound_packets_are_not_taken_for_no_audio():
+    # the muxer sends the sound in bursts: the longest gap between them is well under a second
+    chunks = frames("beep")
+    pid = audio_pid(chunks)
+    heard = [index for index, chunk in enumerate(chunks) if pid_rows(chunk, pid)]
+    longest_gap = max(later - earlier for earlier, later in itertools.pairwise(heard))
+
+    run = Run(AudioChecks(silent_seconds=1, interval_seconds=1)).feed(chunks)
+
+    assert longest_gap / FPS < 1
+    assert run.watch.failed is None
 
 
 def audio_stream(
