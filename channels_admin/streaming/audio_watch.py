@@ -26,8 +26,8 @@ An audio stream the PMT lists that sends no packet for ``silent_seconds`` while 
 the stream comes (a muxer that lost its sound input altogether) fails the source too, "no
 audio for 30 s", whatever its codec. A source with no audio stream is never judged, one of a
 codec not decoded here is never judged silent, and a run that does not decode judges nothing
-(and breaks the chain). Times are the wall-clock
-times the PES arrived, as the picture checks'. The check is off by default
+(and breaks the chain). Times are the wall-clock times the PES arrived, as the picture
+checks'. The check is off by default
 (``CHANNELS_SILENT_SEC`` 0): a quiet programme is not a failure, so when it is on its seconds
 must be long (30 s or more).
 """
@@ -141,7 +141,8 @@ class AudioWatch:
             return
         self._scanner.scan(data)
         pid, stream_type = self._scanner.audio_pid, self._scanner.audio_type
-        if pid is None:
+        if pid is None:  # no sound listed (now): none is missed, and no chain goes on
+            self._heard = self._run = self._silent_since = None
             return
         rows = pid_rows(data, pid)
         if self._absent(pid, bool(rows)):

@@ -163,6 +163,19 @@ def test_an_audio_stream_listed_and_never_sent_fails_after_the_seconds():
     assert run.failed_at == pytest.approx(1.0, abs=1 / FPS)
 
 
+def test_a_sound_the_pmt_stops_listing_is_not_missed_and_counts_afresh_when_listed_again():
+    # given 2 s with sound, 3 s whose PMT lists none (a programme without sound), then sound
+    # listed again: its first chunks come before its first packet
+    chunks = frames("beep")[:50] + frames(audio=False)[50:125] + frames("beep")[125:]
+    run = Run(AudioChecks(silent_seconds=2, interval_seconds=1))
+
+    run.feed(chunks)
+
+    # then neither the gap nor the pauses around it were taken for no audio, or for silence
+    # (before, the chain of silence that began in the pause before the gap went on after it)
+    assert run.watch.failed is None
+
+
 def test_the_muxers_gaps_between_sound_packets_are_not_taken_for_no_audio():
     # the muxer sends the sound in bursts: the longest gap between them is well under a second
     chunks = frames("beep")
