@@ -137,7 +137,8 @@ def test_an_audio_stream_that_stops_coming_fails_the_source_as_no_audio():
     # given the beeping pattern whose sound stops reaching the stream after 2 s, the PMT still
     # listing it and the picture going on
     chunks = frames("beep")
-    chunks = chunks[:50] + without_pid(chunks[50:], audio_pid(chunks))
+    pid = audio_pid(chunks)
+    chunks = chunks[:50] + without_pid(chunks[50:], pid)
     run = Run(AudioChecks(silent_seconds=2, interval_seconds=1))
 
     # when the watch is fed it
@@ -145,9 +146,7 @@ def test_an_audio_stream_that_stops_coming_fails_the_source_as_no_audio():
 
     # then the source fails 2 s after the sound's last packet (its last beep was heard)
     assert run.watch.failed == "no audio for 2 s"
-    last_sound = max(
-        index for index, chunk in enumerate(chunks) if pid_rows(chunk, audio_pid(chunks))
-    )
+    last_sound = max(index for index, chunk in enumerate(chunks) if pid_rows(chunk, pid))
     assert run.failed_at == pytest.approx(last_sound / FPS + 2, abs=1 / FPS)
     assert run.watch.level is not None
     assert run.watch.level > SILENT_LEVEL  # what came was heard
