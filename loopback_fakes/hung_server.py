@@ -3,6 +3,7 @@ and never answers: a hung Redis, or a proxy whose backend is gone."""
 
 from __future__ import annotations
 
+import contextlib
 import socketserver
 import threading
 
@@ -18,9 +19,10 @@ class HungServer:
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                while data := self.request.recv(65536):
-                    with lock:
-                        received.extend(data)
+                with contextlib.suppress(OSError):  # a client that resets is gone, no more
+                    while data := self.request.recv(65536):
+                        with lock:
+                            received.extend(data)
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True

@@ -23,6 +23,11 @@ one Redis server (or a primary) is what the relay supports.
 Each process's own seats are written under one lock, with the count it knows: a seat given
 back, and each renewal, writes that count, so a command lost to a Redis error is corrected by
 the next renewal. What Redis refuses or fails to do is raised as :class:`RelayError`.
+
+Each command fails within the expiry where Redis does not answer. After a failure, Redis is not
+asked again for a join (a seat, an HLS client) for that long: the joins meanwhile, those queued
+behind the lock too, fail at once, so a crowd arriving while Redis hangs waits one expiry, not
+one each.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable
 
 import redis.asyncio as redis
@@ -143,16 +149,19 @@ class SharedAudience:
         self._unsure: set[int] = set()  # links whose count a failed command may have left wrong
         self._lock = asyncio.Lock()
         self._renewer: asyncio.Task[None] | None = None
+        self._failed_at: float | None = None  # the last command Redis failed (time.monotonic())
 
     async def seat_take(self, link: int, *, cap: int | None, window: float) -> bool:
         holders, own = self._holders(link), self._own(link)
         args = [self._identity, -1 if cap is None else cap, self._expiry_ms, int(window * 1000)]
         async with self._lock:
+            self._failing_check()
             try:
                 taken = await self._take(keys=[holders, own, self._hls_key(link)], args=args)
             except redis.RedisError as error:
                 self._unsure.add(link)
-                raise RelayError(str(error)) from error
+                raise self._failed(error) from error
+            self._failed_at = None
             if taken:
                 self._held[link] = self._held.get(link, 0) + 1
         if self._renewer is None:
@@ -172,11 +181,27 @@ class SharedAudience:
     async def hls_admit(self, link: int, client: str, *, cap: int | None, window: float) -> bool:
         window_ms = max(int(window * 1000), 1)
         args = [client, -1 if cap is None else cap, window_ms, HLS_CLIENTS_PER_LINK]
+        self._failing_check()
         try:
             admitted = await self._hls(keys=[self._holders(link), self._hls_key(link)], args=args)
         except redis.RedisError as error:
-            raise RelayError(str(error)) from error
+            raise self._failed(error) from error
+        self._failed_at = None
         return bool(admitted)
+
+    def _failing_check(self) -> None:
+        """:class:`RelayError` at once within the expiry of Redis's last failure."""
+        if self._failed_at is None:
+            return
+        ago = time.monotonic() - self._failed_at
+        if ago < self._expiry_ms / 1000:
+            raise RelayError(
+                f"Redis failed {ago:.1f} s ago; asked again after {self._expiry_ms} ms"
+            )
+
+    def _failed(self, error: redis.RedisError) -> RelayError:
+        self._failed_at = time.monotonic()
+        return RelayError(str(error))
 
     async def counts(self, links: Iterable[int], *, window: float) -> dict[int, tuple[int, int]]:
         links = list(links)

@@ -77,3 +77,32 @@ async def test_a_viewers_seat_fails_within_the_expiry(hung):
     assert server.received.startswith(b"*2\r\n$5\r\nHELLO\r\n")
     assert closed[0] is None
     assert closed[1] <= BOUND_SEC * 2 + 1
+
+
+async def test_a_crowd_joining_while_redis_hangs_waits_one_expiry_not_one_each(hung):
+    # given a link's seats in a Redis that never answers
+    server, url = hung
+    audience = SharedAudience(url, prefix="hung", identity="process", expiry_seconds=BOUND_SEC)
+    started = time.monotonic()
+
+    # when 50 viewers join at once (their seats taken one at a time, under the process's lock)
+    joined = await asyncio.wait_for(
+        asyncio.gather(
+            *(audience.seat_take(7, cap=2, window=1.0) for _ in range(50)),
+            return_exceptions=True,
+        ),
+        HANG_SEC,
+    )
+    crowd_took = time.monotonic() - started
+    greetings = server.received.count(b"HELLO")
+
+    # then the first waited out the bound and the others were refused at once behind it, Redis
+    # asked by the first alone; after the bound, the next join asks Redis again
+    assert [type(outcome) for outcome in joined] == [RelayError] * 50
+    assert BOUND_SEC * 0.9 <= crowd_took <= BOUND_SEC * 2 + 1
+    assert greetings == 1
+    await asyncio.sleep(BOUND_SEC)
+    error, took = await failed_within(lambda: audience.seat_take(7, cap=2, window=1.0))
+    assert (error, server.received.count(b"HELLO")) == (RelayError, 2)
+    assert took >= BOUND_SEC * 0.9
+    await audience.close()
