@@ -14,11 +14,12 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import random
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import redis.asyncio as redis
@@ -28,6 +29,7 @@ from django.conf import settings
 from core.cancellation import task_cancel
 from segmentation.engines.base import Direction
 from segmentation.errors import (
+    ServerBusy,
     SessionNotFound,
     TooManyClientSessions,
     TooManySessions,
@@ -40,7 +42,7 @@ from segmentation.services.session_types import (
     HeldSession,
     Propagation,
 )
-from segmentation.workers.registry import WorkerRegistry, worker_channel
+from segmentation.workers.registry import WorkerInfo, WorkerRegistry, worker_channel
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +70,8 @@ class _Inbox:
 
 class WorkerClient:
     def __init__(self, *, redis_url: str, prefix: str, ttl_seconds: float) -> None:
-        self._registry = WorkerRegistry(
-            redis.Redis.from_url(redis_url), prefix=prefix, ttl_seconds=ttl_seconds
-        )
+        self._registry = WorkerRegistry.at_url(redis_url, prefix=prefix, ttl_seconds=ttl_seconds)
+        self._ttl_seconds = ttl_seconds
         self._layer = channel_layers.make_backend("default")
         self._reply = f"segmentation.web.{uuid.uuid4().hex}"
         self._waiting: dict[str, asyncio.Future | _Inbox] = {}
@@ -228,7 +229,9 @@ class WorkerClient:
         now = time.monotonic()
         if recently and now - self._seen_alive.get(worker_id, -SEEN_ALIVE_SEC) < SEEN_ALIVE_SEC:
             return True
-        if await self._registry.get(worker_id) is None:
+        with self._redis_answers():
+            info = await self._registry.get(worker_id)
+        if info is None:
             self._seen_alive.pop(worker_id, None)
             return False
         self._seen_alive[worker_id] = now
@@ -240,9 +243,10 @@ class WorkerClient:
         answer = self._loop.create_future()
         self._waiting[request_id] = answer
         try:
-            await self._layer.send(
-                worker_channel(worker_id), {**message, "reply": self._reply, "id": request_id}
-            )
+            with self._redis_answers():
+                await self._layer.send(
+                    worker_channel(worker_id), {**message, "reply": self._reply, "id": request_id}
+                )
             while True:
                 done, _ = await asyncio.wait({answer}, timeout=LIVENESS_POLL_SEC)
                 if done:
@@ -252,8 +256,26 @@ class WorkerClient:
         finally:
             self._waiting.pop(request_id, None)
 
+    @contextlib.contextmanager
+    def _redis_answers(self) -> Iterator[None]:
+        """Redis failing a look at the registry or a message to a worker (down, or silent past
+        its timeout) fails the operation as SERVER_BUSY: nothing can reach a worker meanwhile."""
+        try:
+            yield
+        except redis.RedisError as error:
+            logger.warning("segmentation workers: Redis did not answer: %r", error)
+            raise ServerBusy(
+                "the inference workers cannot be reached (Redis does not answer); "
+                f"try again in {math.ceil(self._ttl_seconds)} s",
+                retry_after=math.ceil(self._ttl_seconds),
+            ) from None
+
+    async def _workers(self) -> list[WorkerInfo]:
+        with self._redis_answers():
+            return await self._registry.workers()
+
     async def _held(self, workers: list | None = None) -> list[HeldSession]:
-        workers = await self._registry.workers() if workers is None else workers
+        workers = await self._workers() if workers is None else workers
         asked = [self._ask(w.id, {"type": "seg.call", "op": "held", "args": {}}) for w in workers]
         answers = await asyncio.gather(*asked, return_exceptions=True)
         return [
@@ -272,12 +294,12 @@ class WorkerClient:
         client = args.get("client", "")
         cap = settings.MAX_SESSIONS_PER_CLIENT
         if not (cap and client):
-            return await self._open_on(await self._registry.workers(), args)
+            return await self._open_on(await self._workers(), args)
         turn = self._client_turns.setdefault(client, [asyncio.Lock(), 0])
         turn[1] += 1
         try:
             async with turn[0]:
-                workers = await self._registry.workers()
+                workers = await self._workers()
                 held = sum(s.client == client for s in await self._held(workers))
                 if held >= cap:
                     raise TooManyClientSessions(
@@ -331,7 +353,8 @@ class WorkerClient:
             "id": stream_id,
         }
         try:
-            await self._layer.send(worker_channel(worker_id), message)
+            with self._redis_answers():
+                await self._layer.send(worker_channel(worker_id), message)
         except BaseException:
             self._waiting.pop(stream_id, None)
             raise

@@ -51,6 +51,16 @@ class WorkerRegistry:
         self._prefix = f"{prefix}:worker:"
         self._ttl_ms = int(ttl_seconds * 1000)
 
+    @classmethod
+    def at_url(cls, url: str, *, prefix: str, ttl_seconds: float) -> WorkerRegistry:
+        """The registry in the Redis at ``url``, whose every command gives up after
+        ``ttl_seconds`` (``redis.TimeoutError``): a Redis that takes connections and never
+        answers fails a caller as one that is down does, instead of holding it for good."""
+        client = redis.Redis.from_url(
+            url, socket_timeout=ttl_seconds, socket_connect_timeout=ttl_seconds
+        )
+        return cls(client, prefix=prefix, ttl_seconds=ttl_seconds)
+
     async def announce(self, info: WorkerInfo) -> None:
         """Register or renew ``info`` for one more expiry period."""
         await self._redis.set(self._prefix + info.id, json.dumps(asdict(info)), px=self._ttl_ms)

@@ -21,7 +21,6 @@ import logging
 import signal
 import socket
 
-import redis.asyncio as redis
 from channels.layers import get_channel_layer
 from channels.routing import ChannelNameRouter
 from channels.worker import Worker
@@ -71,10 +70,8 @@ class Command(BaseCommand):
         )
         layer = get_channel_layer()
         ttl = settings.SEGMENTATION_WORKER_TTL_SEC
-        registry = WorkerRegistry(
-            redis.Redis.from_url(settings.REDIS_URL),
-            prefix=settings.SEGMENTATION_WORKERS_PREFIX,
-            ttl_seconds=ttl,
+        registry = WorkerRegistry.at_url(
+            settings.REDIS_URL, prefix=settings.SEGMENTATION_WORKERS_PREFIX, ttl_seconds=ttl
         )
         runtime = WorkerRuntime(info, registry, layer, heartbeat_seconds=ttl / 4)
         router = ChannelNameRouter({info.channel: WorkerConsumer.as_asgi(runtime=runtime)})

@@ -1,0 +1,67 @@
+"""A web process's side of the inference workers when Redis takes connections and reads
+commands but never answers (a hung server, a proxy whose backend is gone): each operation that
+looks at the workers' registry fails as SERVER_BUSY within the registry's expiry, with when to
+come back. Before, each waited redis-py's default socket timeout (5 s), whatever the expiry, and
+failed with redis-py's own error, which a client saw without a code."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import pytest
+
+from loopback_fakes.hung_server import HungServer
+from segmentation.errors import ServerBusy
+from segmentation.services.session_types import Clicks
+from segmentation.workers.client import WorkerClient
+
+TTL_SEC = 0.5  # the registry's expiry: each Redis command's bound
+HANG_SEC = 5  # past this, an operation is taken to hang
+SESSION = "gpu-1-0123abcd.5f1e"  # a session of a worker the client never saw
+
+
+def failed_within(call) -> tuple[BaseException | None, float]:
+    """The exception ``call()`` ended with (None: it returned), and the seconds it took; a call
+    still running after :data:`HANG_SEC` fails the test."""
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(call)
+        try:
+            running.result(HANG_SEC)
+        except concurrent.futures.TimeoutError:
+            pytest.fail(f"{call} still waited on Redis after {HANG_SEC} s")
+        except Exception as error:  # what ended it is the result
+            return error, time.monotonic() - started
+    return None, time.monotonic() - started
+
+
+def test_each_operation_through_the_registry_fails_as_server_busy_within_its_expiry():
+    with HungServer() as hung:
+        client = WorkerClient(redis_url=hung.url, prefix="hung", ttl_seconds=TTL_SEC)
+        try:
+            click = Clicks(0, 1, [[0.5, 0.5]], [1], clear_old_points=True)
+            outcomes = {
+                "open": failed_within(lambda: client.open(video_path="v.mp4", file="/v.mp4")),
+                "held": failed_within(client.held),
+                "ping": failed_within(lambda: client.ping(session_id=SESSION)),
+                "click": failed_within(lambda: client.add_points(session_id=SESSION, clicks=click)),
+            }
+        finally:
+            client.shutdown()
+        asked = bytes(hung.received)
+
+    # each reached Redis and failed as SERVER_BUSY, saying what and when to come back, within
+    # the bound and a margin
+    assert {name: type(error) for name, (error, _) in outcomes.items()} == dict.fromkeys(
+        outcomes, ServerBusy
+    )
+    assert {(str(error), error.retry_after) for error, _ in outcomes.values()} == {
+        (
+            "the inference workers cannot be reached (Redis does not answer); try again in 1 s",
+            1,
+        )
+    }
+    assert all(TTL_SEC <= took < TTL_SEC + 1.0 for _, took in outcomes.values()), outcomes
+    # each on a connection of its own, whose greeting went unanswered
+    assert asked == b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n" * 4  # RESP3
