@@ -10,6 +10,7 @@ once the restart test has restarted it (so that a replay charged as new work wou
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +81,13 @@ def server(default_video_var: Path) -> Iterator[Server]:
     server.stop()
 
 
+def added_points(request) -> list[int]:
+    """The point count of the clicks a request of the page sends (none if it sends none)."""
+    if request.method != "POST" or "addPoints(" not in (request.post_data or ""):
+        return []
+    return [len(json.loads(request.post_data)["variables"]["input"]["points"])]
+
+
 def spend_engine_time(server: str, session_id: str) -> int:
     """Click on the session from outside the page, a new frame each time, until the session is
     refused with a wait of at least 2 s (a shorter one is waited out first); the wait. Each click
@@ -105,6 +113,8 @@ def test_a_refused_click_is_counted_down_and_sent_again_with_the_clicks_made_mea
     go_to(page, 11)
     page.evaluate(RECORD_MESSAGES)
     wait = spend_engine_time(server.url, session_id)
+    sent_points = []  # the point count of each click the page sends
+    page.on("request", lambda request: sent_points.extend(added_points(request)))
 
     # when the person clicks on the box, then once more beside that click
     box = demo_masks(10)["box"]
@@ -133,6 +143,10 @@ def test_a_refused_click_is_counted_down_and_sent_again_with_the_clicks_made_mea
     assert page.text_content("#objects li.selected .object-pick") == (
         "Object 1 · clicked on 1 frame"
     )
+    # the first click, refused; then sent again with the second, whose own turn finds its
+    # points sent and sends nothing (it had sent them once more, to be refused in turn)
+    # (the page's requests reach the test while it waits on the page, as above)
+    assert sent_points == [1, 2]
     assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
 
 

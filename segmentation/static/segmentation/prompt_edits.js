@@ -14,6 +14,10 @@ import { withSession } from "./session.js";
 import { state } from "./state.js";
 import { drawTimeline } from "./timeline.js";
 
+// "frame:object" -> the points the server last took for it (undefined: none): the very array
+// of `state.points`, which each edit replaces, so an edit since makes it differ.
+const sentPoints = new Map();
+
 // The object's prompts on the frame changed in the page: show them, then send them.
 export function promptsChanged(frameIndex, objectId) {
   const key = pointKey(frameIndex, objectId);
@@ -22,9 +26,12 @@ export function promptsChanged(frameIndex, objectId) {
   drawTimeline();
   const epoch = state.epoch;
   run(async () => {
-    // The points as they are when this turn comes: clicks made meanwhile are sent together.
-    const latest = state.points.get(key) ?? [];
-    const masks = await withSession((sessionId) => sendPoints(sessionId, frameIndex, objectId, latest));
+    // The points as they are when this turn comes, or is sent again after a wait: clicks made
+    // meanwhile are sent together, and a later turn finds them sent and sends nothing.
+    const latest = state.points.get(key);
+    if (sentPoints.has(key) && sentPoints.get(key) === latest) return;
+    const masks = await withSession((sessionId) => sendPoints(sessionId, frameIndex, objectId, latest ?? []));
+    sentPoints.set(key, latest);
     if (epoch !== state.epoch) return;
     applyMasks(masks);
     drawTimeline();
@@ -65,6 +72,7 @@ export function clearFrame() {
   run(async () => {
     for (const objectId of objectIds) {
       applyMasks(await withSession((sessionId) => sendPoints(sessionId, frameIndex, objectId, [])));
+      sentPoints.set(pointKey(frameIndex, objectId), undefined);
     }
     drawTimeline();
   });
@@ -73,6 +81,7 @@ export function clearFrame() {
 export function clearAll() {
   state.epoch++; // answers to earlier clicks no longer apply
   state.points.clear();
+  sentPoints.clear();
   state.given.clear();
   state.annotations.clear();
   resetProgress();
