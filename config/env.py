@@ -159,6 +159,26 @@ def database_config(url: str, *, sqlite_path: Path) -> dict[str, Any]:
     return dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
 
 
+CACHE_TIMEOUT_SEC = 1.0  # a cache call to Redis gives up after this long
+
+
+def caches_config(redis_url: str) -> dict[str, Any]:
+    """Django's ``CACHES``, where the per-client rate limits are counted: Redis, shared by every
+    process, when ``REDIS_URL`` is set, else each process's memory. A Redis that does not answer
+    within :data:`CACHE_TIMEOUT_SEC` fails the call, and is then not asked for a while
+    (``core/cache_outage.py``)."""
+    if not redis_url.strip():
+        return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    timeouts = {"socket_timeout": CACHE_TIMEOUT_SEC, "socket_connect_timeout": CACHE_TIMEOUT_SEC}
+    return {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": redis_url,
+            "OPTIONS": timeouts,
+        }
+    }
+
+
 def channel_layers_config(redis_url: str) -> dict[str, Any]:
     """Channels ``CHANNEL_LAYERS``: Redis when ``REDIS_URL`` is set, else in-process memory."""
     if not redis_url.strip():

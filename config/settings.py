@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import (
+    caches_config,
     channel_layers_config,
     database_config,
     env_bool,
@@ -103,12 +104,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "")
 CHANNEL_LAYERS = channel_layers_config(REDIS_URL)
-# The cache counts the per-client rate limits: in Redis, shared by every process, when there is
-# one; else in each process's memory.
-if REDIS_URL:
-    CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
-    }
+CACHES = caches_config(REDIS_URL)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

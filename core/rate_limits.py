@@ -6,7 +6,8 @@ address: :func:`core.client_address.client_address`), counted in fixed windows: 
 request of a window creates its counter, which expires with the window. With ``REDIS_URL`` the
 cache is Redis, so every server process counts against the same limits; otherwise each process
 counts its own (the in-memory cache). A cache that cannot be reached limits nothing (and says so in
-the log): the limits are a guard, not a gate.
+the log), and is not asked again for a while (``cache_outage.py``): the limits are a guard, not a
+gate.
 
 django-ratelimit does the same, but refuses to start on the in-memory cache (it is "not
 shared"), which is this project's default; the counting is a few lines of the cache framework.
@@ -16,16 +17,14 @@ The ASGI gate that answers a client already over its limit in front of Django is
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 
 from django.core.cache import cache
 from django.http import JsonResponse
 
+from core.cache_outage import cache_away, cache_failed
 from core.message_budget import Rate
-
-logger = logging.getLogger(__name__)
 
 CODE = "RATE_LIMITED"
 GRAPHQL_PATH = "/graphql"
@@ -34,15 +33,15 @@ GRAPHQL_PATH = "/graphql"
 def rate_limit_wait(*, address: str, kind: str, rate: Rate | None, weight: int = 1) -> int | None:
     """Count ``weight`` of ``kind`` for the client at ``address`` (0: only look); ``None``
     while it is within ``rate``, else the seconds until its window ends (``Retry-After``)."""
-    if rate is None:
+    if rate is None or cache_away():
         return None
     now = time.time()
     window = int(now // rate.period)
     key = f"rate:{kind}:{address}:{window}"
     try:
         count = _counted(key, weight, timeout=rate.period + 1) if weight else cache.get(key, 0)
-    except Exception as error:  # the cache's own failure (Redis down): count nothing
-        logger.warning("rate limit %s not counted: %s", kind, error)
+    except Exception as error:  # the cache's own failure (Redis down or hung): count nothing
+        cache_failed(f"rate limit {kind} not counted", error)
         return None
     if count <= rate.count:
         return None
@@ -75,7 +74,7 @@ class CostMeter:
         """Count ``weight`` (capped) if the client's window holds it: ``None``; else the
         seconds until the window ends, and nothing counted."""
         rate = self.rate
-        if rate is None:
+        if rate is None or cache_away():
             return None
         weight = rate_limit_capped(weight, rate=rate)
         now = time.time()
@@ -87,8 +86,8 @@ class CostMeter:
                 self._taken = (key, weight)
                 return None
             cache.decr(key, weight)
-        except Exception as error:  # the cache's own failure (Redis down): count nothing
-            logger.warning("rate limit %s not counted: %s", self.kind, error)
+        except Exception as error:  # the cache's own failure (Redis down or hung): count nothing
+            cache_failed(f"rate limit {self.kind} not counted", error)
             return None
         return max(1, math.ceil((window + 1) * rate.period - now))
 
@@ -98,10 +97,14 @@ class CostMeter:
             return
         key, weight = self._taken
         self._taken = None
+        if cache_away():
+            return
         try:
             cache.decr(key, weight)
-        except Exception as error:  # expired with its window, or the cache failed: nothing owed
-            logger.debug("rate limit %s not given back: %s", self.kind, error)
+        except ValueError:  # expired with its window: nothing owed
+            pass
+        except Exception as error:  # the cache failed: nothing owed
+            cache_failed(f"rate limit {self.kind} not given back", error)
 
 
 def _counted(key: str, weight: int, *, timeout: int) -> int:

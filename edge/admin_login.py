@@ -26,8 +26,8 @@ refused unchecked and given back (it is not a failure), its page saying so with 
 
 The per-username limit holds back guessing spread over many addresses; the price, as with any
 such lock, is that anyone may lock a username out until its window ends (an empty or ``0``
-setting turns either limit off). A cache that cannot be reached throttles nothing, and says so
-in the log.
+setting turns either limit off). A cache that cannot be reached throttles nothing, says so in
+the log, and is not asked again for a while (``core/cache_outage.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
+from core.cache_outage import cache_away, cache_failed
 from core.client_address import client_address
 from core.message_budget import Rate
 from core.turns import NoTurn, Turns
@@ -152,7 +153,7 @@ def _attempt_reserve(key: str, rate: Rate | None) -> int | None:
 
     The count is taken and read in one step (the cache's ``incr``, atomic in Redis and in the
     in-memory cache), so of any number of attempts sent at once, at most ``rate.count`` pass."""
-    if rate is None:
+    if rate is None or cache_away():
         return None
     try:
         now = time.time()
@@ -167,8 +168,8 @@ def _attempt_reserve(key: str, rate: Rate | None) -> int | None:
             return None
         _attempt_release(key, rate)
         since = cache.get(f"{key}:since")
-    except Exception as error:  # the cache's own failure (Redis down)
-        logger.warning("admin login attempt not counted: %s", error)
+    except Exception as error:  # the cache's own failure (Redis down or hung)
+        cache_failed("admin login attempt not counted", error)
         return None
     if since is None:
         return 1
@@ -178,11 +179,11 @@ def _attempt_reserve(key: str, rate: Rate | None) -> int | None:
 def _attempt_release(key: str, rate: Rate | None) -> None:
     """Take back an attempt :func:`_attempt_reserve` counted: the password was right (or never
     checked)."""
-    if rate is None:
+    if rate is None or cache_away():
         return
     try:
         cache.decr(f"{key}:failures")
     except ValueError:  # the window ended meanwhile, and its count with it
         pass
-    except Exception as error:  # the cache's own failure (Redis down)
-        logger.warning("admin login attempt not taken back: %s", error)
+    except Exception as error:  # the cache's own failure (Redis down or hung)
+        cache_failed("admin login attempt not taken back", error)

@@ -13,7 +13,6 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -22,6 +21,7 @@ from channels_admin.errors import ScheduleEntryNotFound, ScheduleFull, ScheduleI
 from channels_admin.models import ScheduleEntry
 from channels_admin.schedule_form import FIELDS, ScheduleEntryForm
 from channels_admin.selectors import schedule_zone
+from channels_admin.services.announcements import group_announce
 
 # Channel-layer group of the schedule runners (one runs; every process listens).
 SCHEDULE_GROUP = "schedule-changed"
@@ -56,10 +56,8 @@ async def schedule_entry_delete(*, entry_id: int) -> None:
 
 async def schedule_wake() -> None:
     """Tell the runner the entries changed, so that it looks again now rather than at its next
-    look (a few seconds)."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(SCHEDULE_GROUP, {"type": "schedule.changed"})
+    look (a few seconds), which it does all the same if the news is lost."""
+    await group_announce(SCHEDULE_GROUP, {"type": "schedule.changed"})
 
 
 def schedule_wake_sync() -> None:

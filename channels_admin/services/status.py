@@ -8,11 +8,11 @@ alike; a change is announced on a channel-layer group, and each feed reads the r
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db.models import F
 from django.utils import timezone
 
 from channels_admin.models import StreamState
+from channels_admin.services.announcements import group_announce
 from channels_admin.streaming.hub_events import HubEvent, HubReport
 
 # Channel-layer group of the status feeds (WebSocket consumers) of every process.
@@ -62,7 +62,6 @@ class StatusRecorder:
 
 
 async def status_broadcast() -> None:
-    """Tell every status feed that the status changed; each reads it afresh."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(STATUS_GROUP, {"type": "status.changed"})
+    """Tell every status feed that the status changed; each reads it afresh (as best it can:
+    ``announcements.py``)."""
+    await group_announce(STATUS_GROUP, {"type": "status.changed"})

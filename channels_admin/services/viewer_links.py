@@ -32,6 +32,7 @@ from django.utils import timezone
 from channels_admin.errors import BadRequest, LinkNotFound
 from channels_admin.models import StreamState, ViewerLink
 from channels_admin.runtime import AccessRule
+from channels_admin.services.announcements import group_announce, group_join, group_leave
 from channels_admin.services.refusal import Refusal
 
 # Channel-layer group of every process's access follower.
@@ -165,12 +166,11 @@ def viewer_link_revoke(*, link_id: int) -> ViewerLink:
 
 def access_changed() -> None:
     """Tell every process's access follower to read the rule afresh (after the change is
-    committed: a follower reading before would miss it)."""
-    layer = get_channel_layer()
-    if layer is not None:
-        transaction.on_commit(
-            lambda: async_to_sync(layer.group_send)(ACCESS_GROUP, {"type": "access.changed"})
-        )
+    committed: a follower reading before would miss it), as best it can: a follower that
+    misses it reads the rule again within ``RULES_REREAD_SEC``."""
+    transaction.on_commit(
+        lambda: async_to_sync(group_announce)(ACCESS_GROUP, {"type": "access.changed"})
+    )
 
 
 def access_rule_read() -> tuple[AccessRule, datetime | None]:
@@ -200,7 +200,7 @@ class ViewerLinkAccess:
         try:
             while True:
                 if channel is not None:  # (again each round: a group forgets its members)
-                    await layer.group_add(ACCESS_GROUP, channel)
+                    await group_join(ACCESS_GROUP, channel)
                 rule, next_expiry = await database_sync_to_async(access_rule_read)()
                 yield rule
                 wait = RULES_REREAD_SEC
@@ -209,8 +209,7 @@ class ViewerLinkAccess:
                 await _announced_or_timeout(layer, channel, max(wait, 0.01))
         finally:
             if channel is not None:
-                with contextlib.suppress(Exception):
-                    await layer.group_discard(ACCESS_GROUP, channel)
+                await group_leave(ACCESS_GROUP, channel)
 
 
 async def _announced_or_timeout(layer: object, channel: str | None, seconds: float) -> None:

@@ -20,10 +20,13 @@ from pathlib import Path
 import pytest
 import requests
 from django.contrib.auth.models import User
+from django.core.cache import caches
 from django.test import Client
 
-from config.env import Rate
+from config.env import Rate, caches_config
+from core import cache_outage
 from edge.admin_login import password_checks
+from loopback_fakes.hung_server import HungServer
 from tests.conftest import manage, migrated, project_env, running_server, var_copied
 
 PASSWORD = "correct horse battery staple"
@@ -131,6 +134,27 @@ def test_a_login_finding_the_line_of_checks_full_is_refused_unchecked_and_not_co
     # neither counted against the limit of 3 failures: three more are checked
     assert [(r.status_code, errors(r)) for r in failures] == [(200, [FORM_ERROR])] * 3
     assert refused.status_code == 429
+
+
+def test_a_cache_that_hangs_throttles_nothing_and_is_asked_once_an_outage(
+    limits, settings, monkeypatch
+):
+    # given a Redis cache that takes connections and never answers
+    monkeypatch.setattr(cache_outage, "_away_until", 0.0)  # the outage forgotten after the test
+    with HungServer() as hung:
+        settings.CACHES = caches_config(hung.url)
+        try:
+            # when one address fails four times, past its limit of 3, then logs in
+            answers = [login(data, address="203.0.113.9") for data in [WRONG] * 4 + [RIGHT]]
+        finally:
+            caches["default"].close()
+        asked = bytes(hung.received)
+
+    # then nothing was throttled, and only the first failure asked the cache, whose greeting
+    # went unanswered (the others came within its outage)
+    assert [(r.status_code, errors(r)) for r in answers[:4]] == [(200, [FORM_ERROR])] * 4
+    assert (answers[4].status_code, answers[4]["Location"]) == (302, "/admin/")
+    assert asked == b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,10 @@ import requests
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import Rate, env_rate
+from config.env import CACHE_TIMEOUT_SEC, Rate, caches_config, env_rate
+from core import cache_outage
 from core.rate_limits import CostMeter, rate_limit_capped, rate_limit_wait
+from loopback_fakes.hung_server import HungServer
 from tests.conftest import running_server
 from tests.segmentation.synthetic import make_video, write_mp4
 from tests.segmentation.test_graphql_cost import aliased_clicks
@@ -175,25 +177,67 @@ def test_a_malformed_rate_is_a_start_up_error(raw):
     )
 
 
-def test_a_cache_that_cannot_be_reached_limits_nothing(settings, caplog):
+@pytest.fixture
+def outage(monkeypatch):
+    """The cache's outage as this test leaves it is forgotten after it (the other tests of this
+    process count in its memory); the outages last :data:`OUTAGE_SEC`."""
+    monkeypatch.setattr(cache_outage, "_away_until", 0.0)
+    monkeypatch.setattr(cache_outage, "OUTAGE_SEC", OUTAGE_SEC)
+
+
+OUTAGE_SEC = 1.5
+
+
+def test_a_cache_that_cannot_be_reached_limits_nothing_and_is_not_asked_for_a_while(
+    settings, caplog, outage
+):
     # given a Redis cache on a port where nothing listens
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": "redis://127.0.0.1:9/0",
-        }
-    }
+    settings.CACHES = caches_config("redis://127.0.0.1:9/0")
+    look = functools.partial(rate_limit_wait, address="198.51.100.9", kind="cost", rate=Rate(1, 60))
+    meter = CostMeter(address="198.51.100.9", kind="cost", rate=Rate(1, 60))
     try:
-        waits = [
-            rate_limit_wait(address="198.51.100.9", kind="cost", rate=Rate(1, 60)) for _ in range(3)
-        ]
+        # when a client is counted three times, then steps of an import, then once after the
+        # outage
+        waits = [look(), look(), look(), meter.take(1), meter.take(1)]
+        time.sleep(OUTAGE_SEC)
+        waits.append(look())
     finally:
         caches["default"].close()
 
-    assert waits == [None, None, None]
+    # then it is let through each time, and the cache was asked the first time and after
+    assert waits == [None] * 6
     assert [record.getMessage().split(":")[0] for record in caplog.records] == [
         "rate limit cost not counted"
-    ] * 3
+    ] * 2
+    assert caplog.records[0].getMessage().endswith("(the cache is not asked for 1.5 s)")
+
+
+def test_a_cache_that_hangs_costs_one_timeout_an_outage(settings, outage):
+    # given a Redis cache that takes connections and never answers
+    look = functools.partial(rate_limit_wait, address="198.51.100.9", kind="cost", rate=Rate(1, 60))
+
+    def timed() -> float:
+        started = time.monotonic()
+        assert look() is None
+        return time.monotonic() - started
+
+    with HungServer() as hung:
+        settings.CACHES = caches_config(hung.url)
+        try:
+            # when a client is counted five times, and again after the outage
+            took = [timed() for _ in range(5)]
+            time.sleep(OUTAGE_SEC)
+            took.append(timed())
+        finally:
+            caches["default"].close()
+        asked = bytes(hung.received)
+
+    # then the first waited the cache's timeout, the next four not at all, the one after it again
+    # (each asking on a connection of its own, whose greeting went unanswered)
+    assert CACHE_TIMEOUT_SEC <= took[0] < CACHE_TIMEOUT_SEC + 0.5, took
+    assert CACHE_TIMEOUT_SEC <= took[5] < CACHE_TIMEOUT_SEC + 0.5, took
+    assert max(took[1:5]) < 0.1, took
+    assert asked == b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n" * 2
 
 
 def test_a_step_is_charged_only_if_it_fits_and_can_be_given_back():
