@@ -1,5 +1,5 @@
 """Django's cache while Redis is away: after a call to it fails (Redis down, or silent past the
-cache's socket timeout, ``config/settings.py``), it is not asked again for :data:`OUTAGE_SEC`,
+cache's socket timeout, ``config/env.py``), it is not asked again for :data:`OUTAGE_SEC`,
 so that each request meanwhile costs a look at a clock, not a timeout of its own. What the cache
 guards here (the rate limits, the admin login's throttle) is a guard, not a gate: it lets
 requests through meanwhile, as it does when a call fails."""

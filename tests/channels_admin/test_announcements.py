@@ -67,7 +67,7 @@ def test_the_playlists_first_load_is_made_and_its_news_lost_within_the_bound(
 
 @pytest.mark.django_db(transaction=True)
 async def test_each_announcement_ends_within_the_bound(redis_away):
-    # when the status, the schedule and the access rule are each announced
+    # when the status and the schedule are each announced
     took = {}
     for name, announce in (("status", status_broadcast), ("schedule", schedule_wake)):
         started = time.monotonic()
