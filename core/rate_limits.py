@@ -86,6 +86,8 @@ class CostMeter:
                 self._taken = (key, weight)
                 return None
             cache.decr(key, weight)
+        except ValueError:  # the window's counter expired since the count: nothing counted
+            return None
         except Exception as error:  # the cache's own failure (Redis down or hung): count nothing
             cache_failed(f"rate limit {self.kind} not counted", error)
             return None
