@@ -50,7 +50,8 @@ class RedisLease:
     @classmethod
     def at(cls, url: str, *, key: str, seconds: float) -> RedisLease:
         """A lease with a client of its own at ``url``, which :meth:`close` closes."""
-        lease = cls(redis.Redis.from_url(url, socket_timeout=seconds), key=key, seconds=seconds)
+        client = redis.Redis.from_url(url, socket_timeout=seconds, socket_connect_timeout=seconds)
+        lease = cls(client, key=key, seconds=seconds)
         lease._own_client = True
         return lease
 
