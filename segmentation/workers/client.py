@@ -80,22 +80,24 @@ class WorkerClient:
         # each client's opens, one at a time: its lock, and how many wait for it or hold it
         self._client_turns: dict[str, list] = {}
         self._loop = asyncio.new_event_loop()
-        threading.Thread(
+        self._thread = threading.Thread(
             target=self._loop.run_forever, name="segmentation-workers", daemon=True
-        ).start()
+        )
+        self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result()
 
     async def _start(self) -> None:
         self._reader = asyncio.create_task(self._read())
 
     def shutdown(self) -> None:
-        """Stop reading answers, and the client's loop."""
+        """Stop reading answers, and the client's loop; return once its thread has ended."""
 
         async def stop() -> None:
             await task_cancel(self._reader)
 
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
 
     # The session operations (segmentation/services/sessions.py's SessionHost), called from
     # any thread but the client's own.

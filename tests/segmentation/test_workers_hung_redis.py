@@ -7,6 +7,7 @@ failed with redis-py's own error, which a client saw without a code."""
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 
 import pytest
@@ -37,6 +38,7 @@ def failed_within(call) -> tuple[BaseException | None, float]:
 
 
 def test_each_operation_through_the_registry_fails_as_server_busy_within_its_expiry():
+    threads = threading.active_count()
     with HungServer() as hung:
         client = WorkerClient(redis_url=hung.url, prefix="hung", ttl_seconds=TTL_SEC)
         try:
@@ -63,5 +65,7 @@ def test_each_operation_through_the_registry_fails_as_server_busy_within_its_exp
         )
     }
     assert all(TTL_SEC <= took < TTL_SEC + 1.0 for _, took in outcomes.values()), outcomes
+    # the client's thread (its loop) and the fake's ended with them
+    assert threading.active_count() == threads
     # each on a connection of its own, whose greeting went unanswered
     assert asked == b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n" * 4  # RESP3

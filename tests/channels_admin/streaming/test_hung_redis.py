@@ -6,6 +6,8 @@ switch's announcement, a viewer's seat and the server's stop waited on it for ev
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 import time
 
 import pytest
@@ -106,3 +108,25 @@ async def test_a_crowd_joining_while_redis_hangs_waits_one_expiry_not_one_each(h
     assert (error, server.received.count(b"HELLO")) == (RelayError, 2)
     assert took >= BOUND_SEC * 0.9
     await audience.close()
+
+
+def test_the_fake_leaves_no_thread_behind_it_whatever_its_clients_keep():
+    # given clients that connected to the fake and kept their connections open
+    before = threading.active_count()
+    with HungServer() as server:
+        host, port = server.url.removeprefix("redis://").removesuffix("/0").split(":")
+        clients = [socket.create_connection((host, int(port))) for _ in range(3)]
+        for client in clients:
+            client.sendall(b"PING\r\n")
+        deadline = time.monotonic() + HANG_SEC
+        while len(server.received) < 18 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        during = threading.active_count()
+
+    # then its threads (its loop, one a connection) ended with it, and each client was let go
+    after = threading.active_count()
+    let_go = [client.recv(1) for client in clients]
+    for client in clients:
+        client.close()
+    assert (during - before, after - before) == (4, 0)
+    assert let_go == [b""] * 3
