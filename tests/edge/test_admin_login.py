@@ -336,7 +336,9 @@ def test_a_burst_of_guesses_is_checked_one_at_a_time_and_other_requests_are_answ
     assert all(began >= ended - 0.002 for (_, ended), (began, _) in itertools.pairwise(checks))
     # Ten checks, each about 0.3 s of a core. Run at once, they took both cores, and a request
     # sent during the burst waited for most of it (70-90% of it, seen with 10 checks at once).
+    # One at a time, the slowest waited 17 to 23% of it here alone (2 runs, 2 cores), and 34%
+    # (1.36 s of 4.03 s) once in a full run of the suite, its other servers on both cores.
     for path, seen in answers.items():
         during = [seconds for sent, seconds in seen if began <= sent <= began + took]
         assert during, path
-        assert max(during) < took / 3, (path, sorted(during), took)
+        assert max(during) < took / 2, (path, sorted(during), took)
