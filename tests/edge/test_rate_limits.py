@@ -234,8 +234,8 @@ def test_a_cache_that_hangs_costs_one_timeout_an_outage(settings, outage):
 
     # then the first waited the cache's timeout, the next four not at all, the one after it again
     # (each asking on a connection of its own, whose greeting went unanswered)
-    assert CACHE_TIMEOUT_SEC <= took[0] < CACHE_TIMEOUT_SEC + 0.5, took
-    assert CACHE_TIMEOUT_SEC <= took[5] < CACHE_TIMEOUT_SEC + 0.5, took
+    assert CACHE_TIMEOUT_SEC <= took[0] < CACHE_TIMEOUT_SEC + 1.0, took
+    assert CACHE_TIMEOUT_SEC <= took[5] < CACHE_TIMEOUT_SEC + 1.0, took
     assert max(took[1:5]) < 0.1, took
     assert asked == b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n" * 2
 
