@@ -188,9 +188,13 @@ class WorkerRuntime:
 
     async def drain(self) -> None:
         """Take no new sessions, close each one once no operation holds it, and return when
-        none is left and no operation is under way."""
+        none is left and no operation is under way; with Redis away too (the web processes
+        cannot reach it then either)."""
         self.draining = True
-        await self.announce()
+        try:
+            await self.announce()  # web processes choose it no more
+        except Exception as error:
+            logger.warning("worker %s: drains unannounced: %r", self.info.id, error)
         while True:
             held = await asyncio.to_thread(local_sessions().registry.close_idle)
             if held == 0 and self._busy == 0:

@@ -1,11 +1,13 @@
-"""A web process's side of the inference workers when Redis takes connections and reads
-commands but never answers (a hung server, a proxy whose backend is gone): each operation that
-looks at the workers' registry fails as SERVER_BUSY within the registry's expiry, with when to
-come back. Before, each waited redis-py's default socket timeout (5 s), whatever the expiry, and
-failed with redis-py's own error, which a client saw without a code."""
+"""The inference workers when Redis takes connections and reads commands but never answers (a
+hung server, a proxy whose backend is gone): each operation of a web process that looks at the
+workers' registry fails as SERVER_BUSY within the registry's expiry, with when to come back, and
+a worker told to stop drains all the same. Before, each operation waited redis-py's default
+socket timeout (5 s), whatever the expiry, and failed with redis-py's own error, which a client
+saw without a code; and the drain ended with that error."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 import time
@@ -16,6 +18,8 @@ from loopback_fakes.hung_server import HungServer
 from segmentation.errors import ServerBusy
 from segmentation.services.session_types import Clicks
 from segmentation.workers.client import WorkerClient
+from segmentation.workers.registry import WorkerRegistry, worker_info_new
+from segmentation.workers.worker import WorkerRuntime
 
 TTL_SEC = 0.5  # the registry's expiry: each Redis command's bound
 HANG_SEC = 5  # past this, an operation is taken to hang
@@ -69,3 +73,21 @@ def test_each_operation_through_the_registry_fails_as_server_busy_within_its_exp
     assert threading.active_count() == threads
     # each on a connection of its own, whose greeting went unanswered
     assert asked == b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n" * 4  # RESP3
+
+
+@pytest.mark.django_db
+async def test_a_worker_told_to_stop_drains_while_redis_hangs():
+    # given a worker with no session, whose registry hangs
+    with HungServer() as hung:
+        registry = WorkerRegistry.at_url(hung.url, prefix="hung", ttl_seconds=TTL_SEC)
+        info = worker_info_new(name="w", engine="classic", device="cpu", capacity=2)
+        runtime = WorkerRuntime(info, registry, None, heartbeat_seconds=TTL_SEC / 4)
+
+        # when it is told to stop
+        started = time.monotonic()
+        await asyncio.wait_for(runtime.drain(), HANG_SEC)
+        took = time.monotonic() - started
+
+    # then it drained, within the bound (before, it ended with Redis's error)
+    assert runtime.draining
+    assert TTL_SEC <= took < TTL_SEC + 1.0, took

@@ -101,5 +101,8 @@ class Command(BaseCommand):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)  # no renewal after this
-            await registry.withdraw(info.id)
+            try:
+                await registry.withdraw(info.id)
+            except Exception as error:  # Redis away: the registration expires by itself
+                logger.warning("worker %s: could not withdraw: %r", info.id, error)
         self.stdout.write(f"segmentation worker {info.id}: stopped")
