@@ -204,15 +204,21 @@ class WorkerClient:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
 
     async def _read(self) -> None:
+        failing = False  # since the last answer read: one traceback an outage, not two a second
         while True:
             try:
                 message = await self._layer.receive(self._reply)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.exception("segmentation workers: reading answers failed; retrying")
+                if not failing:
+                    logger.exception("segmentation workers: reading answers failed; retrying")
+                failing = True
                 await asyncio.sleep(LIVENESS_POLL_SEC)
                 continue
+            if failing:
+                logger.warning("segmentation workers: reading answers again")
+                failing = False
             waiter = self._waiting.get(message.get("id", ""))
             if isinstance(waiter, _Inbox):
                 waiter.deliver(message)

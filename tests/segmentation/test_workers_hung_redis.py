@@ -3,7 +3,8 @@ hung server, a proxy whose backend is gone): each operation of a web process tha
 workers' registry fails as SERVER_BUSY within the registry's expiry, with when to come back, and
 a worker told to stop drains all the same. Before, each operation waited redis-py's default
 socket timeout (5 s), whatever the expiry, and failed with redis-py's own error, which a client
-saw without a code; and the drain ended with that error."""
+saw without a code; and the drain ended with that error. With Redis down, a web process that
+cannot read its answers says so once, not with a traceback twice a second."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import time
 
 import pytest
 
+from config.env import channel_layers_config
 from loopback_fakes.hung_server import HungServer
 from segmentation.errors import ServerBusy
 from segmentation.services.session_types import Clicks
-from segmentation.workers.client import WorkerClient
+from segmentation.workers.client import LIVENESS_POLL_SEC, WorkerClient
 from segmentation.workers.registry import WorkerRegistry, worker_info_new
 from segmentation.workers.worker import WorkerRuntime
 
@@ -91,3 +93,19 @@ async def test_a_worker_told_to_stop_drains_while_redis_hangs():
     # then it drained, within the bound (before, it ended with Redis's error)
     assert runtime.draining
     assert TTL_SEC <= took < TTL_SEC + 1.0, took
+
+
+def test_a_web_process_that_cannot_read_its_answers_says_so_once(settings, caplog):
+    # given a web process's client whose channel layer's Redis is down
+    settings.CHANNEL_LAYERS = channel_layers_config("redis://127.0.0.1:9/0")
+    client = WorkerClient(redis_url="redis://127.0.0.1:9/0", prefix="down", ttl_seconds=TTL_SEC)
+
+    # when it tries to read its answers for four of its retries
+    time.sleep(4 * LIVENESS_POLL_SEC)
+    client.shutdown()
+
+    # then it said so once, with the traceback
+    said = [r for r in caplog.records if r.name == "segmentation.workers.client"]
+    assert [(r.getMessage(), r.exc_info is not None) for r in said] == [
+        ("segmentation workers: reading answers failed; retrying", True)
+    ]
